@@ -1,0 +1,110 @@
+# Top-level Makefile of the rdma-migration fork of Redis.
+#
+# The repository holds only our code; this file fetches the pinned upstream
+# base, patches it and builds it (see README.md):
+#
+#   make                 fetch + verify + patch (first time only) and build
+#                        bin/redis-server, bin/redis-cli, bin/redis-benchmark
+#                        (and bin/rdma-smoke when RDMA is compiled in)
+#   make test            install test deps, build, run upstream's suites + ours
+#   make test-rdma       run the RDMA tests inside a SoftRoCE VM (utils/rxe-vm)
+#   make demo            3 -> 4 node loopback cluster rebalance, explained
+#   make patch-tree      patched upstream as a git checkout, one commit per patch
+#   make patch-export    write that checkout's commits back to patches/
+#   make install PREFIX=/usr/local
+#
+# Options: BUILD_RDMA=auto|yes|no (default auto), JOBS (default 2),
+# REDIS_TARBALL=/path/redis-7.0.15.tar.gz (build from upstream's tarball
+# instead of Debian's source package).
+
+JOBS ?= 2
+BUILD_RDMA ?= auto
+PREFIX ?= /usr/local
+
+CACHE := build/cache
+TREE := build/redis
+PATCHTREE := build/patch-tree
+BINARIES := redis-server redis-cli redis-benchmark
+OUR_PATCHES := $(wildcard patches/*.patch)
+
+export BUILD_RDMA
+
+.PHONY: all build fetch tree test test-rdma demo install clean distclean \
+	patch-tree patch-export deps update-upstream
+
+all: build
+
+deps:
+	@utils/install-deps.sh build
+
+# Fetching happens once; `make update-upstream` takes a newer Debian revision.
+$(CACHE)/source.env: deps/fetch-upstream.sh deps/upstream.env
+	@deps/fetch-upstream.sh $(CACHE)
+
+fetch: $(CACHE)/source.env
+
+update-upstream:
+	@rm -f $(CACHE)/source.env
+	@$(MAKE) --no-print-directory tree
+
+# The patched tree is rebuilt from the cached tarballs only when the base or
+# a patch changed; our own sources are symlinked in on every build instead.
+$(TREE)/.prepared: $(CACHE)/source.env patches/series $(OUR_PATCHES) deps/prepare-tree.sh
+	@deps/prepare-tree.sh $(CACHE) $(TREE)
+	@touch $@
+
+tree: $(TREE)/.prepared
+
+build: $(TREE)/.prepared
+	@deps/link-sources.sh $(TREE)
+	@. $(CACHE)/source.env && echo "build: redis $$PATCHLEVEL + patches/ (BUILD_RDMA=$(BUILD_RDMA))"
+	$(MAKE) -C $(TREE) -j$(JOBS) BUILD_TLS=no
+	@mkdir -p bin
+	@for b in $(BINARIES); do cmp -s $(TREE)/src/$$b bin/$$b || cp $(TREE)/src/$$b bin/$$b; done
+	@if bin/redis-server --version | grep -q ' rdma=yes'; then \
+		$(MAKE) --no-print-directory bin/rdma-smoke; \
+	else rm -f bin/rdma-smoke; fi
+	@bin/redis-server --version
+
+bin/rdma-smoke: src/rdmasmoke.c
+	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs -lrdmacm
+
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -m 755 $(addprefix bin/,$(BINARIES)) $(DESTDIR)$(PREFIX)/bin/
+
+test:
+	@utils/install-deps.sh test
+	@$(MAKE) --no-print-directory build
+	@utils/run-tests.sh
+
+test-rdma:
+	@utils/install-deps.sh rdma
+	@$(MAKE) --no-print-directory build
+	@test -x bin/rdma-smoke || { echo "test-rdma: bin/rdma-smoke was not built (RDMA support missing: install libibverbs-dev librdmacm-dev)"; exit 1; }
+	@utils/rxe-vm/rxe-vm --ips 4 --timeout 1200 -- sh tests/rdma/run.sh
+
+demo:
+	@utils/install-deps.sh build
+	@$(MAKE) --no-print-directory build
+	@utils/demo.sh
+
+patch-tree: $(CACHE)/source.env
+	@if [ -d $(PATCHTREE) ] && [ -n "$$(git -C $(PATCHTREE) status --porcelain --untracked-files=no 2>/dev/null)$$(git -C $(PATCHTREE) log --oneline ORIG_PATCHES..HEAD 2>/dev/null)" ]; then \
+		echo "patch-tree: $(PATCHTREE) has work not exported; run 'make patch-export' or remove it"; exit 1; fi
+	@deps/prepare-tree.sh $(CACHE) $(PATCHTREE) --git
+	@git -C $(PATCHTREE) tag -f ORIG_PATCHES >/dev/null
+	@deps/link-sources.sh $(PATCHTREE)
+	@echo "patch-tree: $(PATCHTREE) is a git checkout: tag 'base' = upstream + Debian, one commit per patch."
+	@echo "patch-tree: edit/commit/rebase there, then run 'make patch-export'."
+
+patch-export:
+	@utils/patch-export.sh $(PATCHTREE)
+	@git -C $(PATCHTREE) tag -f ORIG_PATCHES >/dev/null
+
+clean:
+	@[ ! -d $(TREE) ] || $(MAKE) -C $(TREE) distclean
+	rm -rf bin
+
+distclean:
+	rm -rf build bin

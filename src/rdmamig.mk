@@ -1,0 +1,35 @@
+# rdmamig.mk -- build options of the rdma-migration fork.
+#
+# Included by upstream's src/Makefile (patches/0001-*), after its own
+# FINAL_CFLAGS/FINAL_LIBS are set, in the way BUILD_TLS is handled there:
+#
+#   BUILD_RDMA=auto  (default) build the RDMA transport when the libibverbs
+#                    and librdmacm headers are installed
+#   BUILD_RDMA=yes   build it, and fail if the headers are missing
+#   BUILD_RDMA=no    build without it (TCP transport only)
+#
+# It also lists our object files for redis-server (RDMAMIG_SERVER_OBJ).
+
+BUILD_RDMA?=auto
+RDMAMIG_SERVER_OBJ=rdmamig.o
+
+RDMAMIG_HAVE_VERBS:=$(shell printf '\043include <infiniband/verbs.h>\n\043include <rdma/rdma_cma.h>\nint main(void){return 0;}\n' | \
+	$(CC) -x c - -o /dev/null -libverbs -lrdmacm >/dev/null 2>&1 && echo yes || echo no)
+
+ifeq ($(BUILD_RDMA),auto)
+	RDMAMIG_RDMA:=$(RDMAMIG_HAVE_VERBS)
+else ifeq ($(BUILD_RDMA),yes)
+ifneq ($(RDMAMIG_HAVE_VERBS),yes)
+$(error BUILD_RDMA=yes but the RDMA headers/libraries are missing: install libibverbs-dev and librdmacm-dev (apt-get install libibverbs-dev librdmacm-dev), or build with BUILD_RDMA=no)
+endif
+	RDMAMIG_RDMA:=yes
+else ifeq ($(BUILD_RDMA),no)
+	RDMAMIG_RDMA:=no
+else
+$(error BUILD_RDMA must be auto, yes or no (got '$(BUILD_RDMA)'))
+endif
+
+ifeq ($(RDMAMIG_RDMA),yes)
+	FINAL_CFLAGS+=-DUSE_RDMA
+	FINAL_LIBS+=-libverbs -lrdmacm
+endif
