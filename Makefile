@@ -49,7 +49,7 @@ update-upstream:
 
 # The patched tree is rebuilt from the cached tarballs only when the base or
 # a patch changed; our own sources are symlinked in on every build instead.
-$(TREE)/.prepared: $(CACHE)/source.env patches/series $(OUR_PATCHES) deps/prepare-tree.sh
+$(TREE)/.prepared: $(CACHE)/source.env patches/series $(OUR_PATCHES) deps/prepare-tree.sh deps/upstream.env
 	@deps/prepare-tree.sh $(CACHE) $(TREE)
 	@touch $@
 

@@ -11,8 +11,9 @@
  *     or "<version>-upstream" when built from upstream's own tarball).
  *
  * "rdma=yes" means the RDMA transport was compiled in (BUILD_RDMA, which
- * defines USE_RDMA and links libibverbs/librdmacm); it says nothing about
- * whether this host has a usable device.
+ * defines USE_RDMA and links libibverbs/librdmacm); whether this host has
+ * devices to use it with is INFO server's rdma_devices (0 when not
+ * compiled in, or when the host has none).
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -20,6 +21,10 @@
 #include "server.h"
 #include "rdmamig.h"
 #include "upstream_patchlevel.h"
+
+#ifdef USE_RDMA
+#include <infiniband/verbs.h>
+#endif
 
 const char *rdmaMigVersion(void) {
     return RDMAMIG_VERSION;
@@ -46,13 +51,38 @@ const char *rdmaMigVersionSuffix(void) {
         " rdma-migration=" RDMAMIG_VERSION " rdma=no";
 }
 
+/* Number of RDMA devices the verbs library sees on this host. Listing them
+ * scans sysfs, so the answer is cached for RDMAMIG_DEVICES_CACHE_SECS: INFO
+ * is polled by monitoring, and devices come and go rarely. */
+#define RDMAMIG_DEVICES_CACHE_SECS 10
+int rdmaMigCountDevices(void) {
+#ifdef USE_RDMA
+    static int cached = -1;
+    static time_t cached_at = 0;
+    time_t now = time(NULL);
+    if (cached < 0 || now - cached_at >= RDMAMIG_DEVICES_CACHE_SECS) {
+        int n = 0;
+        struct ibv_device **list = ibv_get_device_list(&n);
+        if (list) ibv_free_device_list(list);
+        else n = 0;
+        cached = n;
+        cached_at = now;
+    }
+    return cached;
+#else
+    return 0;
+#endif
+}
+
 /* Appends our fields to the "# Server" section of INFO. */
 sds rdmaMigGenInfoServer(sds info) {
     return sdscatprintf(info,
         "rdma_migration_version:%s\r\n"
         "rdma_support:%s\r\n"
+        "rdma_devices:%d\r\n"
         "upstream_patchlevel:%s\r\n",
         rdmaMigVersion(),
         rdmaMigSupportCompiled() ? "yes" : "no",
+        rdmaMigCountDevices(),
         rdmaMigUpstreamPatchlevel());
 }

@@ -18,6 +18,7 @@
 
 const char *rdmaMigVersion(void);
 int rdmaMigSupportCompiled(void);
+int rdmaMigCountDevices(void);
 const char *rdmaMigUpstreamPatchlevel(void);
 const char *rdmaMigVersionSuffix(void);
 sds rdmaMigGenInfoServer(sds info);

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# install-deps.sh [build|test|rdma|all]
+#
+# Installs the Debian 12 packages the build, the tests and the RDMA tests
+# need, and makes sure apt has a deb-src entry (for `apt-get source redis`).
+# Only what is missing is installed; nothing happens when all is present.
+# Needs root when something is missing; otherwise prints the apt command.
+set -euo pipefail
+what=${1:-all}
+
+pkgs_build="build-essential pkg-config libibverbs-dev librdmacm-dev ca-certificates"
+pkgs_test="tcl procps"
+pkgs_rdma="rdma-core ibverbs-providers ibverbs-utils qemu-system-x86 busybox-static kmod cpio iproute2"
+case "$what" in
+    build) want="$pkgs_build" ;;
+    test) want="$pkgs_build $pkgs_test" ;;
+    rdma) want="$pkgs_build $pkgs_test $pkgs_rdma" ;;
+    all) want="$pkgs_build $pkgs_test $pkgs_rdma" ;;
+    *) echo "usage: install-deps.sh [build|test|rdma|all]" >&2; exit 2 ;;
+esac
+
+missing=()
+for p in $want; do
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing packages: ${missing[*]}" >&2
+    echo "install-deps: run as root: apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+fi
+echo "install-deps: installing ${missing[*]}"
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
