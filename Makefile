@@ -9,6 +9,7 @@
 #   make test            install test deps, build, run upstream's suites + ours
 #   make test-rdma       run the RDMA tests inside a SoftRoCE VM (utils/rxe-vm)
 #   make demo            3 -> 4 node loopback cluster rebalance, explained
+#   make check-skips     show the excluded upstream tests fail without our patches
 #   make patch-tree      patched upstream as a git checkout, one commit per patch
 #   make patch-export    write that checkout's commits back to patches/
 #   make install PREFIX=/usr/local
@@ -30,7 +31,7 @@ OUR_PATCHES := $(wildcard patches/*.patch)
 export BUILD_RDMA
 
 .PHONY: all build fetch tree test test-rdma demo install clean distclean \
-	patch-tree patch-export deps update-upstream
+	patch-tree patch-export deps update-upstream check-skips
 
 all: build
 
@@ -84,10 +85,15 @@ test-rdma:
 	@test -x bin/rdma-smoke || { echo "test-rdma: bin/rdma-smoke was not built (RDMA support missing: install libibverbs-dev librdmacm-dev)"; exit 1; }
 	@utils/rxe-vm/rxe-vm --ips 4 --timeout 1200 -- sh tests/rdma/run.sh
 
+# Shows that each test in tests/upstream-skip.txt fails the same way
+# without our patches (builds build/vanilla: upstream + Debian only).
+check-skips: build
+	@utils/check-skips.sh
+
 demo:
-	@utils/install-deps.sh build
+	@utils/install-deps.sh test
 	@$(MAKE) --no-print-directory build
-	@utils/demo.sh
+	@utils/demo/demo.sh
 
 patch-tree: $(CACHE)/source.env
 	@if [ -d $(PATCHTREE) ] && [ -n "$$(git -C $(PATCHTREE) status --porcelain --untracked-files=no 2>/dev/null)$$(git -C $(PATCHTREE) log --oneline ORIG_PATCHES..HEAD 2>/dev/null)" ]; then \

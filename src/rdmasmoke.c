@@ -833,6 +833,32 @@ static void disconnectConn(smokeConn *c) {
 
 /* ================================ Server ================================= */
 
+/* Zero 'c', then create its non-blocking rdma_cm event channel and one
+ * RC (RDMA_PS_TCP) id on it, stored in '*id' (the server's listening id or
+ * the client's id). Returns 0, or -1 with an error logged and nothing left
+ * to clean up. */
+static int openCmId(smokeConn *c, struct rdma_cm_id **id, int timeoutMs) {
+    memset(c, 0, sizeof(*c));
+    c->timeoutMs = timeoutMs;
+    c->ec = rdma_create_event_channel();
+    if (c->ec == NULL) {
+        smokeErr("rdma_create_event_channel: %s", strerror(errno));
+        return -1;
+    }
+    if (setNonBlocking(c->ec->fd)) goto destroy_event_channel;
+    if (rdma_create_id(c->ec, id, NULL, RDMA_PS_TCP)) {
+        smokeErr("rdma_create_id: %s", strerror(errno));
+        *id = NULL;
+        goto destroy_event_channel;
+    }
+    return 0;
+
+destroy_event_channel:
+    rdma_destroy_event_channel(c->ec);
+    c->ec = NULL;
+    return -1;
+}
+
 static int runServer(const smokeConfig *cfg) {
     smokeConn c;
     struct rdma_cm_event *ev = NULL;
@@ -844,21 +870,8 @@ static int runServer(const smokeConfig *cfg) {
     int rc = SMOKE_EXIT_ERR;
     int acceptCalled = 0;
 
-    memset(&c, 0, sizeof(c));
-    c.timeoutMs = cfg->timeoutMs;
-
     /* Step 1: listen. */
-    c.ec = rdma_create_event_channel();
-    if (c.ec == NULL) {
-        smokeErr("rdma_create_event_channel: %s", strerror(errno));
-        return SMOKE_EXIT_ERR;
-    }
-    if (setNonBlocking(c.ec->fd)) goto destroy_event_channel;
-    if (rdma_create_id(c.ec, &c.listenId, NULL, RDMA_PS_TCP)) {
-        smokeErr("rdma_create_id: %s", strerror(errno));
-        c.listenId = NULL;
-        goto destroy_event_channel;
-    }
+    if (openCmId(&c, &c.listenId, cfg->timeoutMs)) return SMOKE_EXIT_ERR;
     if (rdma_bind_addr(c.listenId, (struct sockaddr *)&cfg->bindSa)) {
         smokeErr("rdma_bind_addr(%s): %s", cfg->bindAddr, strerror(errno));
         goto destroy_listen_id;
@@ -983,7 +996,6 @@ disconnect_or_reject:
     if (c.id) rdma_destroy_id(c.id);
 destroy_listen_id:
     rdma_destroy_id(c.listenId);
-destroy_event_channel:
     rdma_destroy_event_channel(c.ec);
     return rc;
 }
@@ -1042,21 +1054,8 @@ static int runClient(const smokeConfig *cfg) {
     int rc = SMOKE_EXIT_ERR;
     int chains;
 
-    memset(&c, 0, sizeof(c));
-    c.timeoutMs = cfg->timeoutMs;
-
     /* Step 2: resolve address and route, which picks the device. */
-    c.ec = rdma_create_event_channel();
-    if (c.ec == NULL) {
-        smokeErr("rdma_create_event_channel: %s", strerror(errno));
-        return SMOKE_EXIT_ERR;
-    }
-    if (setNonBlocking(c.ec->fd)) goto destroy_event_channel;
-    if (rdma_create_id(c.ec, &c.id, NULL, RDMA_PS_TCP)) {
-        smokeErr("rdma_create_id: %s", strerror(errno));
-        c.id = NULL;
-        goto destroy_event_channel;
-    }
+    if (openCmId(&c, &c.id, cfg->timeoutMs)) return SMOKE_EXIT_ERR;
     if (rdma_resolve_addr(c.id, (struct sockaddr *)&cfg->bindSa,
                           (struct sockaddr *)&cfg->connectSa,
                           cfg->timeoutMs)) {
@@ -1233,7 +1232,6 @@ teardown_verbs:
     teardownVerbs(&c);
 destroy_id:
     rdma_destroy_id(c.id);
-destroy_event_channel:
     rdma_destroy_event_channel(c.ec);
     return rc;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# demo.sh  (make demo)
+# demo.sh  (make demo; the data set is written by load.tcl beside it)
 #
 # Shows, on loopback, the operation this project exists to speed up:
 # a 3-master Redis Cluster holding data gets a 4th, empty master and
@@ -15,7 +15,8 @@
 # DEMO_PORT (first of four ports, default 30701).
 set -euo pipefail
 
-repo=$(cd "$(dirname "$0")/.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
 bin="$repo/bin"
 keys=${DEMO_KEYS:-200000}
 vsize=${DEMO_VALUE_SIZE:-100}
@@ -87,9 +88,16 @@ say "creating a 3-master cluster"
     127.0.0.1:$((base + 2)) --cluster-yes >/dev/null
 wait_ok $base $((base + 1)) $((base + 2))
 
-say "loading ~$keys keys of $vsize bytes with redis-benchmark --cluster"
-"$bin/redis-benchmark" --cluster -p "$base" -t set -n "$keys" -r 1000000000 \
-    -d "$vsize" -c 16 -P 16 -q | tr '\r' '\n' | grep -v '^ *$' | tail -1
+say "loading $keys keys of $vsize bytes (spread over all slots, redis-cli --pipe)"
+specs=()
+for p in $base $((base + 1)) $((base + 2)); do
+    specs+=("$p=$(cli "$p" cluster nodes | awk '/myself/ { r = ""; for (i = 9; i <= NF; i++)
+        r = r (r == "" ? "" : ",") $i; print r }')")
+done
+tclsh "$here/load.tcl" "$keys" "$vsize" "$dir" "${specs[@]}"
+for p in $base $((base + 1)) $((base + 2)); do
+    cli "$p" --pipe < "$dir/$p.resp" | tail -1 | sed "s/^/  127.0.0.1:$p: /"
+done
 before=$(keycount)
 echo "  $before keys in the cluster"
 
@@ -104,7 +112,7 @@ t0=$(date +%s.%N)
     --cluster-pipeline 100 > "$dir/rebalance.log" 2>&1 ||
     { cat "$dir/rebalance.log"; echo "demo: rebalance failed" >&2; exit 1; }
 t1=$(date +%s.%N)
-grep '^Moving' "$dir/rebalance.log" | sed 's/^/  /'
+grep -o 'Moving [0-9]* slots from [^ ]* to [^ ]*' "$dir/rebalance.log" | sed 's/^/  /'
 wait_ok $ports
 shape
 

@@ -1,0 +1,1440 @@
+/* Slot-affine block allocator.
+ *
+ * Every key of a Redis Cluster hash slot is meant to keep all its
+ * allocations inside memory blocks owned by that slot, so that migrating a
+ * slot means shipping a few large contiguous regions (RDMA WRITEs) instead
+ * of serializing keys one by one, and the recipient adopts the regions in
+ * place. This file is the allocator core: it knows slots (0..16383), blocks
+ * and allocations, nothing about Redis objects, and depends on libc and
+ * pthreads only.
+ *
+ * DESIGN
+ * ------
+ *
+ * Address space. slotAllocInit() reserves one virtual range, PROT_NONE and
+ * MAP_NORESERVE, so it costs nothing until used. The range is cut in units
+ * of 64 KiB; a block is a run of whole units. Creating a block mprotect()s
+ * its units read/write (the kernel hands out zeroed pages on first touch);
+ * releasing it drops the pages with MADV_DONTNEED and puts PROT_NONE back,
+ * so the memory really goes back to the OS while the addresses stay ours.
+ *
+ * Pointer lookup. The unit table holds, for every unit, the id of the block
+ * covering it (0: none). It is a NORESERVE mapping as well: only the parts
+ * describing used units ever become resident. A block id indexes a table of
+ * process-local descriptors (saBlock). "Is p ours, in which slot" is a range
+ * check plus one load; the usable size adds one load from the block's page
+ * table. Chunks carry no header.
+ *
+ * Free virtual space. Runs of free units ("extents") are kept in segregated
+ * lists, one per exact length up to 64 units (every normal block size up to
+ * 4 MiB), then one per power of two. Each free extent has its length
+ * written at its first and last unit (boundary tags in a side array, also
+ * NORESERVE), so a released block merges with its free neighbours in O(1).
+ * Allocation is first fit from the smallest list that can hold the request,
+ * carving from the front and putting the tail back. Released ranges are
+ * therefore reused, and the range does not fragment into slivers.
+ *
+ * Block sizes. A slot's first block has min_block bytes (64 KiB), each
+ * further one twice the previous, up to max_block (4 MiB): 16384 nearly
+ * empty slots cost 64 KiB each, big slots are a few large regions. An
+ * allocation above max_block/4 gets a dedicated "huge" block: one header
+ * page then the payload, rounded up to the unit.
+ *
+ * Inside a normal block. The block is cut in 4 KiB pages. Its first pages
+ * hold the header: a fixed struct (saBlockHeader), a page table with one
+ * 4-byte entry per page and an allocation bitmap with 256 bits per page.
+ * The other pages are grouped in:
+ *   - slabs: 1..5 pages cut in equal chunks of one of 35 size classes, 16
+ *     to 128 bytes in steps of 16, then four classes per power of two up to
+ *     14336 (at most 25% internal waste above 64 bytes; a slab is sized so
+ *     that at most 1/8 of it is left over at its end). Chunk i of a slab is
+ *     bit i of the bitmap words of the slab's pages.
+ *   - runs: the whole pages of one allocation from 14 KiB to max_block/4.
+ *   - free spans of pages.
+ * The page table says, for every page: header, free, page j of a slab of
+ * class c, first page of a run of n pages, or page j of a run. So the usable
+ * size of a pointer is found in O(1), and everything needed to understand
+ * the block lives in the block, in host byte order (blocks only travel
+ * between hosts of one architecture; the magic number catches a byte order
+ * mismatch). A block copied byte for byte into another process is
+ * self-describing: slotAllocAdoptBlock() validates the header, the page
+ * table and the bitmap, then rebuilds the process-local state from them.
+ *
+ * Free lists. Each slot has an arena with, per size class, a list of the
+ * slabs that have free chunks (allocating takes the first one and the first
+ * zero bit of its bitmap: at most four words to scan for a one-page slab),
+ * and per span length a list of free page spans (exact up to 32 pages, then
+ * per power of two, first fit), both spanning all blocks of the slot. These
+ * lists, the per-page records linking them and the counters are
+ * process-local (libc heap, never zmalloc, to avoid recursion), never
+ * written into blocks: a shipped block carries no foreign pointers. A slab
+ * whose last chunk is freed gives its pages back to the spans, unless it is
+ * the only slab of its class with free chunks (one add/delete of a key must
+ * not create and destroy a slab every time). Free spans coalesce with
+ * their neighbours through boundary tags in the page table.
+ *
+ * Empty blocks. When the last allocation of a block is freed, a huge block
+ * is released at once. A normal block becomes the slot's cached empty block
+ * if the slot has none (if it has one, the smaller of the two is kept and
+ * the other released): a slot growing and shrinking around a block boundary
+ * does not mmap/munmap on every key. So at most one empty block per slot
+ * stays committed; slotAllocTrim() releases them all (after a flush, or
+ * when memory is tight) and stats report them.
+ *
+ * Locking. Each slot arena has a mutex, taken by every operation on the
+ * slot, including allocations (main thread only in Redis) and frees (any
+ * thread: lazyfree frees objects on a BIO thread). A global mutex protects
+ * the extent lists, the descriptor table and writes to the unit table; it
+ * is only taken to create or release a block, always after an arena mutex,
+ * never before one. Lookups (Owns, SlotOf, BlockOf, UsableSize) take no
+ * lock: unit table entries are published with release stores after the
+ * descriptor is filled, and what a lookup reads about a live allocation
+ * (descriptor, its page table entry) does not change while it is live.
+ * Global counters are relaxed atomics, updated under the arena mutexes.
+ *
+ * Migration. The donor lists a slot's blocks (slotAllocSlotBlocks) and
+ * ships them. The recipient creates "detached" blocks of the same sizes
+ * (slotAllocReserveBlocks): committed, zero, part of no arena. Once the
+ * bytes are in, slotAllocAdoptBlock() validates each one and makes it part
+ * of the slot's arena, with its free space available for allocation. A
+ * rejected block stays detached; slotAllocReleaseBlock() drops it, and
+ * slotAllocReleaseSlot() drops every block of a slot at once (donor side
+ * after the handover, or recipient side after an abort).
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#include "slotalloc.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* ============================ Constants =================================== */
+
+#define SA_PAGE_SHIFT 12
+#define SA_PAGE_SIZE ((size_t)1 << SA_PAGE_SHIFT)
+#define SA_UNIT_SHIFT 16
+#define SA_UNIT_SIZE ((size_t)1 << SA_UNIT_SHIFT)
+#define SA_MIN_CLASS 16                 /* Smallest chunk, bitmap granule. */
+#define SA_BITS_PER_PAGE (SA_PAGE_SIZE / SA_MIN_CLASS)
+#define SA_WORDS_PER_PAGE (SA_BITS_PER_PAGE / 64)
+#define SA_NUM_CLASSES 35
+#define SA_SMALL_MAX 14336              /* Largest size class. */
+#define SA_SLAB_MAX_PAGES 8             /* Search limit when sizing slabs. */
+#define SA_MAX_BLOCK_PAGES (SLOTALLOC_MAX_BLOCK >> SA_PAGE_SHIFT)
+#define SA_SPAN_EXACT 32                /* Span lists: exact lengths 1..32, */
+#define SA_SPAN_BINS (SA_SPAN_EXACT + 10) /* then one per power of two. */
+#define SA_EXT_EXACT 64                 /* Extent lists: exact 1..64 units, */
+#define SA_EXT_BINS (SA_EXT_EXACT + 26) /* then one per power of two. */
+#define SA_DESC_SHIFT 10                /* Descriptors come in chunks of 1024. */
+#define SA_DESC_CHUNK ((uint32_t)1 << SA_DESC_SHIFT)
+#define SA_NONE UINT32_MAX
+
+#define SA_BLOCK_MAGIC 0x314b4c42544f4c53ULL /* "SLOTBLK1" in LE memory. */
+#define SA_BLOCK_VERSION 1
+#define SA_HDR_HUGE 1                   /* saBlockHeader.flags */
+
+static_assert(SA_UNIT_SIZE == SLOTALLOC_UNIT_SIZE, "one unit size");
+static_assert(SA_UNIT_SIZE % SA_PAGE_SIZE == 0, "units are whole pages");
+static_assert(SA_BITS_PER_PAGE % 64 == 0, "a page owns whole bitmap words");
+static_assert(SA_MAX_BLOCK_PAGES <= UINT16_MAX,
+              "page table entries hold any page count of a normal block");
+static_assert(SA_NUM_CLASSES <= UINT8_MAX, "class ids fit a byte");
+static_assert(SA_SMALL_MAX < SLOTALLOC_UNIT_SIZE / 4,
+              "with the smallest max_block, runs still exist above classes");
+static_assert((SA_MAX_BLOCK_PAGES >> (SA_SPAN_BINS - SA_SPAN_EXACT + 5)) == 0,
+              "a span as large as a block has a list");
+static_assert(SA_EXT_BINS - SA_EXT_EXACT + 6 >= 32,
+              "any extent of up to 2^32 units has a list");
+
+/* ======================= In-block layout (shipped) ======================== */
+
+/* The header at the start of every block. Fixed layout, host byte order;
+ * bump SA_BLOCK_VERSION on any change. */
+typedef struct saBlockHeader {
+    uint64_t magic;         /* SA_BLOCK_MAGIC */
+    uint32_t version;       /* SA_BLOCK_VERSION */
+    uint32_t flags;         /* SA_HDR_HUGE or 0 */
+    uint64_t block_size;    /* Bytes, multiple of the unit. */
+    uint64_t origin;        /* Address of the block in the process that
+                             * last owned it (rewritten at adoption). */
+    uint32_t page_size;     /* SA_PAGE_SIZE */
+    uint32_t npages;        /* block_size / page_size */
+    uint32_t hdr_pages;     /* Pages taken by this header and its tables. */
+    uint32_t pagetab_off;   /* Offset of the page table (0 if huge). */
+    uint32_t bitmap_off;    /* Offset of the bitmap (0 if huge). */
+    uint32_t class_sig;     /* Fingerprint of the size class table. */
+    uint32_t slot;          /* Owning slot. */
+    uint32_t reserved;      /* Zero. */
+} saBlockHeader;
+
+static_assert(sizeof(saBlockHeader) == 64, "header is one cache line");
+static_assert(offsetof(saBlockHeader, block_size) == 16, "fixed layout");
+static_assert(offsetof(saBlockHeader, page_size) == 32, "fixed layout");
+static_assert(offsetof(saBlockHeader, class_sig) == 52, "fixed layout");
+static_assert(offsetof(saBlockHeader, reserved) == 60, "fixed layout");
+
+/* Page table entry kinds. A zeroed table is all free pages. */
+#define SA_PG_FREE 0        /* arg: span length on a span's first and last
+                             * page, 0 elsewhere. */
+#define SA_PG_HEADER 1
+#define SA_PG_SLAB 2        /* cls: class; arg: index of the page in its slab */
+#define SA_PG_RUN 3         /* First page of a run; arg: pages in the run. */
+#define SA_PG_RUN_CONT 4    /* arg: index of the page in its run. */
+
+typedef struct saPageEntry {
+    uint8_t kind;
+    uint8_t cls;            /* 0 unless kind is SA_PG_SLAB. */
+    uint16_t arg;
+} saPageEntry;
+
+static_assert(sizeof(saPageEntry) == 4, "fixed layout");
+
+/* ======================= Process-local state ============================== */
+
+/* Runtime record of a page that heads a slab or a free span: links it in
+ * its arena list. Records of other pages are unused. */
+typedef struct saPageInfo {
+    struct saPageInfo *prev, *next;
+    struct saBlock *block;
+    uint32_t page;          /* Index of this page in its block. */
+    uint16_t nfree;         /* Slab: free chunks. */
+    uint16_t hint;          /* Slab: no free chunk below this bitmap word. */
+} saPageInfo;
+
+#define SA_BLOCK_UNUSED 0   /* Descriptor on the free list. */
+#define SA_BLOCK_ACTIVE 1   /* Part of a slot arena. */
+#define SA_BLOCK_DETACHED 2 /* Reserved for a migration, not adopted. */
+
+typedef struct saBlock {
+    char *base;             /* First byte (the header). */
+    size_t size;
+    saPageEntry *pt;        /* In-block page table (NULL if huge/detached). */
+    uint64_t *bitmap;       /* In-block bitmap (NULL if huge/detached). */
+    saPageInfo *pinfo;      /* One record per page (NULL if huge). */
+    struct saBlock *prev, *next; /* Arena list, or descriptor free list. */
+    size_t used_bytes, live;
+    uint32_t id, npages, hdr_pages;
+    uint32_t free_pages;    /* Pages in free spans. */
+    int slot;
+    uint8_t state, huge;
+} saBlock;
+
+typedef struct saArena {
+    pthread_mutex_t lock;
+    int slot;
+    saBlock *blocks;        /* Active blocks, newest first. */
+    saBlock *detached;
+    saBlock *empty;         /* Cached empty block, or NULL. */
+    size_t nblocks, nnormal, nhuge, block_bytes, used_bytes, live;
+    size_t ndetached, detached_bytes;
+    saPageInfo *partial[SA_NUM_CLASSES]; /* Slabs with free chunks. */
+    saPageInfo *spans[SA_SPAN_BINS];     /* Free page spans. */
+} saArena;
+
+/* Boundary tag of a unit: len is set on the first and last unit of a free
+ * extent, 0 on every other unit; prev/next link the extent's first unit in
+ * its list. */
+typedef struct saExtTag {
+    uint32_t len, prev, next;
+} saExtTag;
+
+static struct {
+    int initialized;
+    char *map;              /* What mmap returned, and its length. */
+    size_t map_bytes;
+    char *base;             /* Unit aligned start of the range. */
+    size_t range_bytes;
+    uint32_t nunits;
+    size_t min_block, max_block, large_max;
+    _Atomic uint32_t *unit_block;   /* Unit -> block id. */
+    saExtTag *ext;
+    uint32_t ext_bin[SA_EXT_BINS];
+    size_t ext_free_units;
+    saBlock **desc;         /* Descriptor chunks, allocated on demand. */
+    uint32_t desc_nchunks, desc_next;
+    saBlock *desc_free;
+    pthread_mutex_t lock;   /* The global lock (see DESIGN). */
+    _Atomic(saArena *) arenas[SLOTALLOC_NUM_SLOTS];
+    _Atomic size_t blocks, huge_blocks, detached_blocks, cached_empty;
+    _Atomic size_t block_bytes, used_bytes, live, meta_bytes;
+} sa;
+
+static void (*sa_panic_handler)(const char *msg);
+
+/* Size class tables, filled by saClassesInit(), constant afterwards. */
+static uint32_t sa_class_size[SA_NUM_CLASSES];
+static uint8_t sa_class_pages[SA_NUM_CLASSES];
+static uint16_t sa_class_chunks[SA_NUM_CLASSES];
+static uint32_t sa_class_sig;
+
+#define saStatAdd(f, n) atomic_fetch_add_explicit(&sa.f, (n), memory_order_relaxed)
+#define saStatSub(f, n) atomic_fetch_sub_explicit(&sa.f, (n), memory_order_relaxed)
+#define saStatGet(f) atomic_load_explicit(&sa.f, memory_order_relaxed)
+
+static void saPanic(const char *fmt, ...)
+    __attribute__((noreturn, format(printf, 1, 2)));
+
+static void saPanic(const char *fmt, ...) {
+    char msg[256];
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (sa_panic_handler) sa_panic_handler(msg);
+    fprintf(stderr, "slotalloc: %s\n", msg);
+    fflush(stderr);
+    abort();
+}
+
+void slotAllocSetPanicHandler(void (*handler)(const char *msg)) {
+    sa_panic_handler = handler;
+}
+
+static inline int saLog2(uint64_t x) {
+    return 63 - __builtin_clzll(x);
+}
+
+/* ============================ Size classes ================================ */
+
+/* Class sizes: 16..128 in steps of 16, then for every power of two 2^k from
+ * 128 on, 2^k + j * 2^(k-2) for j = 1..4. Each slab gets the fewest pages
+ * that leave at most 1/8 of it unused. The signature lets adoption refuse a
+ * block cut with another class table. */
+static void saClassesInit(void) {
+    uint32_t sig = 2166136261u;
+
+    for (int c = 0; c < SA_NUM_CLASSES; c++) {
+        uint32_t size, pages;
+        if (c < 8) {
+            size = SA_MIN_CLASS * (c + 1);
+        } else {
+            int k = 7 + (c - 8) / 4, j = (c - 8) % 4;
+            size = (1u << k) + (j + 1) * (1u << (k - 2));
+        }
+        for (pages = 1; pages < SA_SLAB_MAX_PAGES; pages++) {
+            size_t bytes = pages * SA_PAGE_SIZE;
+            if (bytes >= size && (bytes % size) * 8 <= bytes) break;
+        }
+        sa_class_size[c] = size;
+        sa_class_pages[c] = pages;
+        sa_class_chunks[c] = pages * SA_PAGE_SIZE / size;
+        sig = (sig ^ size) * 16777619u;
+        sig = (sig ^ pages) * 16777619u;
+    }
+    sa_class_sig = sig;
+}
+
+/* Smallest class holding 'size' bytes (size <= SA_SMALL_MAX). */
+static inline int saClassOf(size_t size) {
+    if (size <= 128) return size ? (int)((size + 15) >> 4) - 1 : 0;
+    size_t s = size - 1;
+    int k = saLog2(s);
+    return 8 + (k - 7) * 4 + (int)((s >> (k - 2)) & 3);
+}
+
+/* ===================== Virtual range: extents ============================= */
+
+/* All extent functions run with the global lock held. */
+
+static int saExtBin(uint32_t len) {
+    if (len <= SA_EXT_EXACT) return len - 1;
+    return SA_EXT_EXACT + saLog2(len) - 6;
+}
+
+static void saExtLink(uint32_t u, uint32_t len) {
+    int bin = saExtBin(len);
+
+    sa.ext[u].len = len;
+    sa.ext[u + len - 1].len = len;
+    sa.ext[u].prev = SA_NONE;
+    sa.ext[u].next = sa.ext_bin[bin];
+    if (sa.ext_bin[bin] != SA_NONE) sa.ext[sa.ext_bin[bin]].prev = u;
+    sa.ext_bin[bin] = u;
+    sa.ext_free_units += len;
+}
+
+static void saExtUnlink(uint32_t u) {
+    uint32_t len = sa.ext[u].len;
+    saExtTag *t = &sa.ext[u];
+
+    if (t->prev != SA_NONE) sa.ext[t->prev].next = t->next;
+    else sa.ext_bin[saExtBin(len)] = t->next;
+    if (t->next != SA_NONE) sa.ext[t->next].prev = t->prev;
+    sa.ext[u].len = 0;
+    sa.ext[u + len - 1].len = 0;
+    sa.ext_free_units -= len;
+}
+
+/* First fit of n units. Returns the first unit, or SA_NONE if no free
+ * extent is large enough. */
+static uint32_t saExtAlloc(uint32_t n) {
+    for (int bin = saExtBin(n); bin < SA_EXT_BINS; bin++) {
+        for (uint32_t u = sa.ext_bin[bin]; u != SA_NONE; u = sa.ext[u].next) {
+            uint32_t len = sa.ext[u].len;
+            if (len < n) continue;
+            saExtUnlink(u);
+            if (len > n) saExtLink(u + n, len - n);
+            return u;
+        }
+    }
+    return SA_NONE;
+}
+
+/* Give back [u, u+n), merging with free neighbours: a set tag on unit u-1
+ * can only be the last unit of a free extent, on unit u+n the first one. */
+static void saExtFree(uint32_t u, uint32_t n) {
+    if (u > 0 && sa.ext[u - 1].len) {
+        uint32_t l = sa.ext[u - 1].len;
+        saExtUnlink(u - l);
+        u -= l;
+        n += l;
+    }
+    if (u + n < sa.nunits && sa.ext[u + n].len) {
+        uint32_t r = sa.ext[u + n].len;
+        saExtUnlink(u + n);
+        n += r;
+    }
+    saExtLink(u, n);
+}
+
+/* ========================= Block descriptors ============================== */
+
+static inline saBlock *saDesc(uint32_t id) {
+    return &sa.desc[id >> SA_DESC_SHIFT][id & (SA_DESC_CHUNK - 1)];
+}
+
+/* Global lock held. Ids start at 1; there are never more live blocks than
+ * units, which bounds the chunk array sized at init. */
+static saBlock *saDescAlloc(void) {
+    saBlock *b = sa.desc_free;
+
+    if (b) {
+        sa.desc_free = b->next;
+        return b;
+    }
+    uint32_t id = sa.desc_next, chunk = id >> SA_DESC_SHIFT;
+    if (chunk >= sa.desc_nchunks) return NULL;
+    if (!sa.desc[chunk]) {
+        sa.desc[chunk] = calloc(SA_DESC_CHUNK, sizeof(saBlock));
+        if (!sa.desc[chunk]) return NULL;
+        saStatAdd(meta_bytes, SA_DESC_CHUNK * sizeof(saBlock));
+    }
+    sa.desc_next++;
+    b = saDesc(id);
+    b->id = id;
+    return b;
+}
+
+/* Lock free: which block, if any, covers p. */
+static inline saBlock *saLookup(const void *p) {
+    uintptr_t off = (uintptr_t)p - (uintptr_t)sa.base;
+
+    if ((uintptr_t)p < (uintptr_t)sa.base || off >= sa.range_bytes) return NULL;
+    uint32_t id = atomic_load_explicit(&sa.unit_block[off >> SA_UNIT_SHIFT],
+                                       memory_order_acquire);
+    return id ? saDesc(id) : NULL;
+}
+
+/* Header geometry of a normal block of npages pages. */
+static void saLayout(uint32_t npages, uint32_t *pt_off, uint32_t *bm_off,
+                     uint32_t *hdr_pages) {
+    size_t end;
+
+    *pt_off = sizeof(saBlockHeader);
+    *bm_off = (*pt_off + npages * sizeof(saPageEntry) + 63) & ~(size_t)63;
+    end = *bm_off + (size_t)npages * SA_WORDS_PER_PAGE * sizeof(uint64_t);
+    *hdr_pages = (end + SA_PAGE_SIZE - 1) >> SA_PAGE_SHIFT;
+}
+
+static uint32_t saDataPages(size_t size) {
+    uint32_t pt_off, bm_off, hdr_pages, npages = size >> SA_PAGE_SHIFT;
+
+    saLayout(npages, &pt_off, &bm_off, &hdr_pages);
+    return npages - hdr_pages;
+}
+
+/* Create a block of 'size' bytes (a multiple of the unit) for 'slot' in the
+ * given state: take units from the range, commit them read/write and
+ * publish the block in the unit table. Its memory is zero. The caller holds
+ * the slot's arena lock and links the block. Returns NULL when the range or
+ * the OS has no room; never aborts. */
+static saBlock *saBlockCreate(size_t size, int slot, int state) {
+    uint32_t n = size >> SA_UNIT_SHIFT, u;
+    saBlock *b = NULL;
+    char *base;
+
+    pthread_mutex_lock(&sa.lock);
+    if ((u = saExtAlloc(n)) == SA_NONE) goto out;
+    base = sa.base + ((size_t)u << SA_UNIT_SHIFT);
+    if (mprotect(base, size, PROT_READ | PROT_WRITE) == -1) goto out_free_units;
+    if ((b = saDescAlloc()) == NULL) goto out_protect;
+
+    uint32_t id = b->id;
+    memset(b, 0, sizeof(*b));
+    b->id = id;
+    b->base = base;
+    b->size = size;
+    b->npages = size >> SA_PAGE_SHIFT;
+    b->slot = slot;
+    b->state = state;
+    for (uint32_t i = 0; i < n; i++)
+        atomic_store_explicit(&sa.unit_block[u + i], id, memory_order_release);
+    saStatAdd(blocks, 1);
+    saStatAdd(block_bytes, size);
+    if (state == SA_BLOCK_DETACHED) saStatAdd(detached_blocks, 1);
+    goto out;
+
+out_protect:
+    mprotect(base, size, PROT_NONE);
+out_free_units:
+    saExtFree(u, n);
+out:
+    pthread_mutex_unlock(&sa.lock);
+    return b;
+}
+
+/* Give a block's memory back to the OS and its units and descriptor back
+ * to the free lists. The block must already be unlinked from its arena. */
+static void saBlockDestroy(saBlock *b) {
+    uint32_t u = (b->base - sa.base) >> SA_UNIT_SHIFT, n = b->size >> SA_UNIT_SHIFT;
+
+    if (b->pinfo) {
+        free(b->pinfo);
+        saStatSub(meta_bytes, (size_t)b->npages * sizeof(saPageInfo));
+    }
+    pthread_mutex_lock(&sa.lock);
+    if (madvise(b->base, b->size, MADV_DONTNEED) == -1 ||
+        mprotect(b->base, b->size, PROT_NONE) == -1)
+        saPanic("cannot release block %p: %s", (void *)b->base, strerror(errno));
+    for (uint32_t i = 0; i < n; i++)
+        atomic_store_explicit(&sa.unit_block[u + i], 0, memory_order_release);
+    saExtFree(u, n);
+    saStatSub(blocks, 1);
+    saStatSub(block_bytes, b->size);
+    if (b->huge) saStatSub(huge_blocks, 1);
+    if (b->state == SA_BLOCK_DETACHED) saStatSub(detached_blocks, 1);
+    b->state = SA_BLOCK_UNUSED;
+    b->next = sa.desc_free;
+    sa.desc_free = b;
+    pthread_mutex_unlock(&sa.lock);
+}
+
+/* Write a fresh header into block b and point the descriptor at its
+ * tables. */
+static void saHeaderInit(saBlock *b, int huge) {
+    saBlockHeader *h = (saBlockHeader *)b->base;
+    uint32_t pt_off = 0, bm_off = 0, hdr_pages = 1;
+
+    if (!huge) saLayout(b->npages, &pt_off, &bm_off, &hdr_pages);
+    memset(b->base, 0, (size_t)hdr_pages << SA_PAGE_SHIFT);
+    h->magic = SA_BLOCK_MAGIC;
+    h->version = SA_BLOCK_VERSION;
+    h->flags = huge ? SA_HDR_HUGE : 0;
+    h->block_size = b->size;
+    h->origin = (uintptr_t)b->base;
+    h->page_size = SA_PAGE_SIZE;
+    h->npages = b->npages;
+    h->hdr_pages = hdr_pages;
+    h->pagetab_off = pt_off;
+    h->bitmap_off = bm_off;
+    h->class_sig = sa_class_sig;
+    h->slot = b->slot;
+    b->huge = huge;
+    b->hdr_pages = hdr_pages;
+    if (!huge) {
+        b->pt = (saPageEntry *)(b->base + pt_off);
+        b->bitmap = (uint64_t *)(b->base + bm_off);
+        for (uint32_t i = 0; i < hdr_pages; i++)
+            b->pt[i] = (saPageEntry){SA_PG_HEADER, 0, 0};
+    }
+}
+
+/* ============================ Slot arenas ================================= */
+
+/* The arena of 'slot', created on demand if 'create'. NULL if it does not
+ * exist (or cannot be allocated). */
+static saArena *saArenaGet(int slot, int create) {
+    saArena *a = atomic_load_explicit(&sa.arenas[slot], memory_order_acquire);
+
+    if (a || !create) return a;
+    pthread_mutex_lock(&sa.lock);
+    a = atomic_load_explicit(&sa.arenas[slot], memory_order_relaxed);
+    if (!a && (a = calloc(1, sizeof(*a))) != NULL) {
+        pthread_mutex_init(&a->lock, NULL);
+        a->slot = slot;
+        saStatAdd(meta_bytes, sizeof(*a));
+        atomic_store_explicit(&sa.arenas[slot], a, memory_order_release);
+    }
+    pthread_mutex_unlock(&sa.lock);
+    return a;
+}
+
+static void saListPush(saPageInfo **head, saPageInfo *s) {
+    s->prev = NULL;
+    s->next = *head;
+    if (*head) (*head)->prev = s;
+    *head = s;
+}
+
+static void saListUnlink(saPageInfo **head, saPageInfo *s) {
+    if (s->prev) s->prev->next = s->next;
+    else *head = s->next;
+    if (s->next) s->next->prev = s->prev;
+    s->prev = s->next = NULL;
+}
+
+static void saBlockLink(saBlock **head, saBlock *b) {
+    b->prev = NULL;
+    b->next = *head;
+    if (*head) (*head)->prev = b;
+    *head = b;
+}
+
+static void saBlockUnlink(saBlock **head, saBlock *b) {
+    if (b->prev) b->prev->next = b->next;
+    else *head = b->next;
+    if (b->next) b->next->prev = b->prev;
+    b->prev = b->next = NULL;
+}
+
+static int saSpanBin(uint32_t len) {
+    if (len <= SA_SPAN_EXACT) return len - 1;
+    return SA_SPAN_EXACT + saLog2(len) - 5;
+}
+
+/* Make pages [h, h+len) of b a free span: tags on its ends, list entry. */
+static void saSpanInsert(saArena *a, saBlock *b, uint32_t h, uint32_t len) {
+    saPageInfo *s = &b->pinfo[h];
+
+    b->pt[h] = (saPageEntry){SA_PG_FREE, 0, (uint16_t)len};
+    b->pt[h + len - 1] = (saPageEntry){SA_PG_FREE, 0, (uint16_t)len};
+    s->block = b;
+    s->page = h;
+    saListPush(&a->spans[saSpanBin(len)], s);
+}
+
+static void saSpanRemove(saArena *a, saBlock *b, uint32_t h) {
+    saListUnlink(&a->spans[saSpanBin(b->pt[h].arg)], &b->pinfo[h]);
+}
+
+/* Pages [h, h+n) of b become free, merged with free neighbours. */
+static void saPagesFree(saArena *a, saBlock *b, uint32_t h, uint32_t n) {
+    uint32_t start = h, len = n;
+
+    for (uint32_t i = 0; i < n; i++) b->pt[h + i] = (saPageEntry){SA_PG_FREE, 0, 0};
+    if (h > b->hdr_pages && b->pt[h - 1].kind == SA_PG_FREE) {
+        uint32_t l = b->pt[h - 1].arg;
+        start = h - l;
+        saSpanRemove(a, b, start);
+        len += l;
+    }
+    if (h + n < b->npages && b->pt[h + n].kind == SA_PG_FREE) {
+        uint32_t r = b->pt[h + n].arg;
+        saSpanRemove(a, b, h + n);
+        len += r;
+    }
+    saSpanInsert(a, b, start, len);
+    b->free_pages += n;
+}
+
+static void saArenaLinkBlock(saArena *a, saBlock *b) {
+    saBlockLink(&a->blocks, b);
+    a->nblocks++;
+    a->block_bytes += b->size;
+    if (b->huge) {
+        a->nhuge++;
+        saStatAdd(huge_blocks, 1);
+    } else {
+        a->nnormal++;
+    }
+}
+
+static void saSetEmpty(saArena *a, saBlock *b) {
+    if (a->empty && !b) saStatSub(cached_empty, 1);
+    if (!a->empty && b) saStatAdd(cached_empty, 1);
+    a->empty = b;
+}
+
+/* Unlink an active block from its arena (its spans and slabs included),
+ * drop its counters and release it to the OS. Its allocations, if any,
+ * become invalid. */
+static void saArenaReleaseBlock(saArena *a, saBlock *b) {
+    if (!b->huge) {
+        uint32_t i = b->hdr_pages;
+        while (i < b->npages) {
+            saPageEntry e = b->pt[i];
+            if (e.kind == SA_PG_FREE) {
+                saSpanRemove(a, b, i);
+                i += e.arg;
+            } else if (e.kind == SA_PG_SLAB) {
+                if (b->pinfo[i].nfree) saListUnlink(&a->partial[e.cls], &b->pinfo[i]);
+                i += sa_class_pages[e.cls];
+            } else {
+                i += e.arg;
+            }
+        }
+        a->nnormal--;
+    } else {
+        a->nhuge--;
+    }
+    if (a->empty == b) saSetEmpty(a, NULL);
+    saBlockUnlink(&a->blocks, b);
+    a->nblocks--;
+    a->block_bytes -= b->size;
+    a->used_bytes -= b->used_bytes;
+    a->live -= b->live;
+    saStatSub(used_bytes, b->used_bytes);
+    saStatSub(live, b->live);
+    saBlockDestroy(b);
+}
+
+/* A block just lost its last allocation: apply the empty block policy
+ * described at the top of the file. */
+static void saBlockEmptied(saArena *a, saBlock *b) {
+    if (b->huge) {
+        saArenaReleaseBlock(a, b);
+    } else if (!a->empty) {
+        saSetEmpty(a, b);
+    } else if (b->size < a->empty->size) {
+        saBlock *old = a->empty;
+        a->empty = b;       /* Same count of cached blocks. */
+        saArenaReleaseBlock(a, old);
+    } else {
+        saArenaReleaseBlock(a, b);
+    }
+}
+
+static void saBlockUse(saArena *a, saBlock *b, size_t bytes) {
+    if (a->empty == b) saSetEmpty(a, NULL);
+    b->live++;
+    b->used_bytes += bytes;
+    a->live++;
+    a->used_bytes += bytes;
+    saStatAdd(live, 1);
+    saStatAdd(used_bytes, bytes);
+}
+
+static void saBlockUnuse(saArena *a, saBlock *b, size_t bytes) {
+    b->live--;
+    b->used_bytes -= bytes;
+    a->live--;
+    a->used_bytes -= bytes;
+    saStatSub(live, 1);
+    saStatSub(used_bytes, bytes);
+    if (b->live == 0) saBlockEmptied(a, b);
+}
+
+/* Create the slot's next normal block, large enough for 'need' data pages:
+ * min_block doubled once per normal block the slot has, up to max_block.
+ * Its data pages form one free span. */
+static saBlock *saArenaNewBlock(saArena *a, uint32_t need) {
+    size_t size = sa.min_block;
+    saPageInfo *pinfo;
+    saBlock *b;
+
+    for (size_t i = 0; i < a->nnormal && size < sa.max_block; i++) size <<= 1;
+    while (saDataPages(size) < need && size < sa.max_block) size <<= 1;
+    if (saDataPages(size) < need) return NULL;
+    if ((pinfo = calloc(size >> SA_PAGE_SHIFT, sizeof(*pinfo))) == NULL) return NULL;
+    if ((b = saBlockCreate(size, a->slot, SA_BLOCK_ACTIVE)) == NULL) {
+        free(pinfo);
+        return NULL;
+    }
+    b->pinfo = pinfo;
+    saStatAdd(meta_bytes, (size_t)b->npages * sizeof(saPageInfo));
+    saHeaderInit(b, 0);
+    saArenaLinkBlock(a, b);
+    b->free_pages = b->npages - b->hdr_pages;
+    saSpanInsert(a, b, b->hdr_pages, b->free_pages);
+    return b;
+}
+
+/* Find n contiguous free pages in the slot (creating a block if needed) and
+ * take them out of the free spans. The caller fills their page table
+ * entries. Returns 0, or -1 when no block can be created. */
+static int saArenaAllocPages(saArena *a, uint32_t n, saBlock **bp, uint32_t *hp) {
+    saPageInfo *s = NULL;
+
+    for (int tries = 0; tries < 2 && !s; tries++) {
+        for (int bin = saSpanBin(n); bin < SA_SPAN_BINS && !s; bin++) {
+            for (s = a->spans[bin]; s; s = s->next)
+                if (s->block->pt[s->page].arg >= n) break;
+        }
+        if (!s && (tries || saArenaNewBlock(a, n) == NULL)) return -1;
+    }
+    saBlock *b = s->block;
+    uint32_t h = s->page, len = b->pt[h].arg;
+    saSpanRemove(a, b, h);
+    if (len > n) saSpanInsert(a, b, h + n, len - n);
+    b->free_pages -= n;
+    *bp = b;
+    *hp = h;
+    return 0;
+}
+
+static void *saAllocSmall(saArena *a, int c) {
+    saPageInfo *s = a->partial[c];
+    saBlock *b;
+    uint32_t h;
+
+    if (!s) {
+        uint32_t np = sa_class_pages[c];
+        if (saArenaAllocPages(a, np, &b, &h) == -1) return NULL;
+        for (uint32_t j = 0; j < np; j++)
+            b->pt[h + j] = (saPageEntry){SA_PG_SLAB, (uint8_t)c, (uint16_t)j};
+        s = &b->pinfo[h];
+        s->block = b;
+        s->page = h;
+        s->nfree = sa_class_chunks[c];
+        s->hint = 0;
+        saListPush(&a->partial[c], s);
+    }
+    b = s->block;
+    uint64_t *bm = b->bitmap + (size_t)s->page * SA_WORDS_PER_PAGE;
+    uint32_t w = s->hint;
+    while (bm[w] == ~0ULL) w++;
+    uint32_t bit = __builtin_ctzll(~bm[w]);
+    bm[w] |= 1ULL << bit;
+    s->hint = w;
+    if (--s->nfree == 0) saListUnlink(&a->partial[c], s);
+    saBlockUse(a, b, sa_class_size[c]);
+    return b->base + ((size_t)s->page << SA_PAGE_SHIFT) +
+           (size_t)(w * 64 + bit) * sa_class_size[c];
+}
+
+static void *saAllocRun(saArena *a, uint32_t n) {
+    saBlock *b;
+    uint32_t h;
+
+    if (saArenaAllocPages(a, n, &b, &h) == -1) return NULL;
+    b->pt[h] = (saPageEntry){SA_PG_RUN, 0, (uint16_t)n};
+    for (uint32_t j = 1; j < n; j++)
+        b->pt[h + j] = (saPageEntry){SA_PG_RUN_CONT, 0, (uint16_t)j};
+    saBlockUse(a, b, (size_t)n << SA_PAGE_SHIFT);
+    return b->base + ((size_t)h << SA_PAGE_SHIFT);
+}
+
+static void *saAllocHuge(saArena *a, size_t size) {
+    saBlock *b;
+
+    if (size > sa.range_bytes) return NULL;
+    size = (size + SA_PAGE_SIZE + SA_UNIT_SIZE - 1) & ~(SA_UNIT_SIZE - 1);
+    if ((b = saBlockCreate(size, a->slot, SA_BLOCK_ACTIVE)) == NULL) return NULL;
+    saHeaderInit(b, 1);
+    saArenaLinkBlock(a, b);
+    saBlockUse(a, b, size - SA_PAGE_SIZE);
+    return b->base + SA_PAGE_SIZE;
+}
+
+/* The usable size an allocation of 'size' bytes gets. */
+static size_t saFitSize(size_t size) {
+    if (size <= SA_SMALL_MAX) return sa_class_size[saClassOf(size)];
+    if (size <= sa.large_max)
+        return (size + SA_PAGE_SIZE - 1) & ~(SA_PAGE_SIZE - 1);
+    return ((size + SA_PAGE_SIZE + SA_UNIT_SIZE - 1) & ~(SA_UNIT_SIZE - 1)) -
+           SA_PAGE_SIZE;
+}
+
+static void *saArenaAlloc(saArena *a, size_t size) {
+    if (size <= SA_SMALL_MAX) return saAllocSmall(a, saClassOf(size));
+    if (size <= sa.large_max)
+        return saAllocRun(a, (size + SA_PAGE_SIZE - 1) >> SA_PAGE_SHIFT);
+    return saAllocHuge(a, size);
+}
+
+/* Free p, an allocation in active block b of arena a (lock held). Anything
+ * but the start of a live allocation is a caller bug: panic. */
+static void saArenaFree(saArena *a, saBlock *b, char *p) {
+    size_t off = p - b->base, bytes;
+
+    if (b->huge) {
+        if (off != SA_PAGE_SIZE) saPanic("free of %p: not a block start", (void *)p);
+        saBlockUnuse(a, b, b->size - SA_PAGE_SIZE);
+        return;
+    }
+    uint32_t pg = off >> SA_PAGE_SHIFT;
+    saPageEntry e = b->pt[pg];
+    if (pg < b->hdr_pages) saPanic("free of %p: inside a block header", (void *)p);
+    if (e.kind == SA_PG_SLAB) {
+        uint32_t h = pg - e.arg, c = e.cls, size = sa_class_size[c];
+        size_t soff = off - ((size_t)h << SA_PAGE_SHIFT);
+        size_t idx = soff / size;
+        uint64_t *word = b->bitmap + (size_t)h * SA_WORDS_PER_PAGE + idx / 64;
+        uint64_t mask = 1ULL << (idx % 64);
+        if (soff % size || idx >= sa_class_chunks[c])
+            saPanic("free of %p: not a chunk start", (void *)p);
+        if (!(*word & mask)) saPanic("double free of %p", (void *)p);
+        *word &= ~mask;
+        saPageInfo *s = &b->pinfo[h];
+        if (s->hint > idx / 64) s->hint = idx / 64;
+        if (s->nfree++ == 0) saListPush(&a->partial[c], s);
+        /* An empty slab goes back to the spans unless it is the only one
+         * of its class with free chunks. */
+        if (s->nfree == sa_class_chunks[c] && (a->partial[c] != s || s->next)) {
+            saListUnlink(&a->partial[c], s);
+            saPagesFree(a, b, h, sa_class_pages[c]);
+        }
+        bytes = size;
+    } else if (e.kind == SA_PG_RUN && (off & (SA_PAGE_SIZE - 1)) == 0) {
+        saPagesFree(a, b, pg, e.arg);
+        bytes = (size_t)e.arg << SA_PAGE_SHIFT;
+    } else {
+        saPanic("free of %p: not an allocation (double free?)", (void *)p);
+    }
+    saBlockUnuse(a, b, bytes);
+}
+
+/* ============================== Public API ================================ */
+
+/* Reserve the range and set up the tables. Main thread, once, before any
+ * other call. Returns -1 with errno EBUSY if already initialized, EINVAL
+ * on bad sizes, ENOMEM if the range cannot be mapped. */
+int slotAllocInit(size_t reserve, size_t min_block, size_t max_block) {
+    long ps = sysconf(_SC_PAGESIZE);
+
+    if (sa.initialized) {
+        errno = EBUSY;
+        return -1;
+    }
+    if (!min_block) min_block = SLOTALLOC_DEFAULT_MIN_BLOCK;
+    if (!max_block) max_block = SLOTALLOC_DEFAULT_MAX_BLOCK;
+    reserve &= ~(SA_UNIT_SIZE - 1);
+    if ((min_block & (min_block - 1)) || (max_block & (max_block - 1)) ||
+        min_block < SA_UNIT_SIZE || max_block < min_block ||
+        max_block > SLOTALLOC_MAX_BLOCK || reserve < min_block ||
+        (reserve >> SA_UNIT_SHIFT) >= SA_NONE - SA_DESC_CHUNK ||
+        ps <= 0 || SA_UNIT_SIZE % (size_t)ps) {
+        errno = EINVAL;
+        return -1;
+    }
+    saClassesInit();
+    sa.min_block = min_block;
+    sa.max_block = max_block;
+    sa.large_max = max_block / 4;
+    sa.nunits = reserve >> SA_UNIT_SHIFT;
+    sa.range_bytes = reserve;
+    sa.map_bytes = reserve + SA_UNIT_SIZE;
+    sa.map = mmap(NULL, sa.map_bytes, PROT_NONE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sa.map == MAP_FAILED) goto err;
+    sa.base = (char *)(((uintptr_t)sa.map + SA_UNIT_SIZE - 1) & ~(SA_UNIT_SIZE - 1));
+    sa.unit_block = mmap(NULL, (size_t)sa.nunits * sizeof(uint32_t),
+                         PROT_READ | PROT_WRITE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sa.unit_block == MAP_FAILED) goto err_range;
+    sa.ext = mmap(NULL, (size_t)sa.nunits * sizeof(saExtTag), PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (sa.ext == MAP_FAILED) goto err_units;
+    sa.desc_nchunks = (sa.nunits + 1) / SA_DESC_CHUNK + 1;
+    if ((sa.desc = calloc(sa.desc_nchunks, sizeof(saBlock *))) == NULL) goto err_ext;
+    sa.desc_next = 1;
+    pthread_mutex_init(&sa.lock, NULL);
+    for (int i = 0; i < SA_EXT_BINS; i++) sa.ext_bin[i] = SA_NONE;
+    saExtLink(0, sa.nunits);
+    sa.initialized = 1;
+    return 0;
+
+err_ext:
+    munmap(sa.ext, (size_t)sa.nunits * sizeof(saExtTag));
+err_units:
+    munmap((void *)sa.unit_block, (size_t)sa.nunits * sizeof(uint32_t));
+err_range:
+    munmap(sa.map, sa.map_bytes);
+err:
+    memset(&sa, 0, sizeof(sa));
+    errno = ENOMEM;
+    return -1;
+}
+
+/* Unmap everything. Every pointer handed out becomes invalid. No other
+ * call may run concurrently. Used by tests. */
+void slotAllocShutdown(void) {
+    if (!sa.initialized) return;
+    for (uint32_t id = 1; id < sa.desc_next; id++) {
+        saBlock *b = saDesc(id);
+        if (b->state != SA_BLOCK_UNUSED) free(b->pinfo);
+    }
+    for (uint32_t i = 0; i < sa.desc_nchunks; i++) free(sa.desc[i]);
+    free(sa.desc);
+    for (int slot = 0; slot < SLOTALLOC_NUM_SLOTS; slot++) {
+        saArena *a = atomic_load(&sa.arenas[slot]);
+        if (!a) continue;
+        pthread_mutex_destroy(&a->lock);
+        free(a);
+    }
+    munmap(sa.ext, (size_t)sa.nunits * sizeof(saExtTag));
+    munmap((void *)sa.unit_block, (size_t)sa.nunits * sizeof(uint32_t));
+    munmap(sa.map, sa.map_bytes);
+    pthread_mutex_destroy(&sa.lock);
+    memset(&sa, 0, sizeof(sa));
+}
+
+void *slotAllocMalloc(int slot, size_t size) {
+    saArena *a;
+    void *p;
+
+    if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) return NULL;
+    if ((a = saArenaGet(slot, 1)) == NULL) return NULL;
+    pthread_mutex_lock(&a->lock);
+    p = saArenaAlloc(a, size);
+    pthread_mutex_unlock(&a->lock);
+    return p;
+}
+
+/* Zeroes the whole usable size (callers may use the slack). */
+void *slotAllocCalloc(int slot, size_t size) {
+    void *p = slotAllocMalloc(slot, size);
+
+    if (p) memset(p, 0, slotAllocUsableSize(p));
+    return p;
+}
+
+void slotAllocFree(void *p) {
+    saBlock *b;
+    saArena *a;
+
+    if (p == NULL) return;
+    if ((b = saLookup(p)) == NULL) saPanic("free of %p: not a slot block pointer", p);
+    a = saArenaGet(b->slot, 0);
+    pthread_mutex_lock(&a->lock);
+    if (b->state != SA_BLOCK_ACTIVE) saPanic("free of %p: block not active", p);
+    saArenaFree(a, b, p);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Lock free. p must be a live allocation (any pointer inside one gives the
+ * same answer); 0 for pointers that are not in an active block. */
+size_t slotAllocUsableSize(const void *p) {
+    saBlock *b = saLookup(p);
+
+    if (!b || b->state != SA_BLOCK_ACTIVE) return 0;
+    size_t off = (const char *)p - b->base;
+    if (b->huge) return off >= SA_PAGE_SIZE ? b->size - SA_PAGE_SIZE : 0;
+    saPageEntry e = b->pt[off >> SA_PAGE_SHIFT];
+    if (e.kind == SA_PG_SLAB) return sa_class_size[e.cls];
+    if (e.kind == SA_PG_RUN) return (size_t)e.arg << SA_PAGE_SHIFT;
+    return 0;
+}
+
+/* Stays in p's slot. Shrinking or growing within what p's usable size
+ * already is returns p; otherwise copies. NULL p returns NULL (the caller
+ * knows which slot a new allocation belongs to, this function does not). */
+void *slotAllocRealloc(void *p, size_t size) {
+    size_t old;
+    saBlock *b;
+    void *np;
+
+    if (p == NULL) return NULL;
+    if (size == 0) {
+        slotAllocFree(p);
+        return NULL;
+    }
+    if ((b = saLookup(p)) == NULL) saPanic("realloc of %p: not a slot block pointer", p);
+    old = slotAllocUsableSize(p);
+    if (saFitSize(size) == old) return p;
+    if ((np = slotAllocMalloc(b->slot, size)) == NULL) return NULL;
+    memcpy(np, p, old < size ? old : size);
+    slotAllocFree(p);
+    return np;
+}
+
+int slotAllocOwns(const void *p) {
+    return saLookup(p) != NULL;
+}
+
+int slotAllocSlotOf(const void *p) {
+    saBlock *b = saLookup(p);
+    return b ? b->slot : -1;
+}
+
+void *slotAllocBlockOf(const void *p) {
+    saBlock *b = saLookup(p);
+    return b ? b->base : NULL;
+}
+
+/* Fill out[] with up to max active blocks of the slot (newest first) and
+ * return how many the slot has. Detached blocks are not listed. */
+size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max) {
+    saArena *a;
+    size_t n = 0;
+
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return 0;
+    pthread_mutex_lock(&a->lock);
+    for (saBlock *b = a->blocks; b; b = b->next, n++) {
+        if (n >= max) continue;
+        out[n].addr = b->base;
+        out[n].size = b->size;
+        out[n].used_bytes = b->used_bytes;
+        out[n].live_allocs = b->live;
+        out[n].huge = b->huge;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+/* Recipient side: create nblocks detached blocks of the given sizes
+ * (multiples of SLOTALLOC_UNIT_SIZE) for 'slot' and store their addresses
+ * in addrs[]. The blocks are zero, writable, and take no allocations until
+ * adopted. All or nothing: on error (-1, errno EINVAL or ENOMEM) no block
+ * is left behind. */
+int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void **addrs) {
+    saArena *a;
+    size_t i;
+
+    if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) goto einval;
+    for (i = 0; i < nblocks; i++)
+        if (!sizes[i] || sizes[i] % SA_UNIT_SIZE || sizes[i] > sa.range_bytes) goto einval;
+    if ((a = saArenaGet(slot, 1)) == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    pthread_mutex_lock(&a->lock);
+    for (i = 0; i < nblocks; i++) {
+        saBlock *b = saBlockCreate(sizes[i], slot, SA_BLOCK_DETACHED);
+        if (!b) break;
+        saBlockLink(&a->detached, b);
+        a->ndetached++;
+        a->detached_bytes += b->size;
+        addrs[i] = b->base;
+    }
+    if (i < nblocks) {
+        while (i--) {
+            saBlock *b = saLookup(addrs[i]);
+            saBlockUnlink(&a->detached, b);
+            a->ndetached--;
+            a->detached_bytes -= b->size;
+            saBlockDestroy(b);
+        }
+        pthread_mutex_unlock(&a->lock);
+        errno = ENOMEM;
+        return -1;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+
+einval:
+    errno = EINVAL;
+    return -1;
+}
+
+/* Result of checking a block image. */
+typedef struct saImageInfo {
+    int huge;
+    uint32_t hdr_pages;
+    size_t live, used;
+    uint32_t free_pages, free_runs;  /* Free pages; maximal runs of them. */
+    uint32_t nonfull_slabs;          /* Slabs with free chunks. */
+} saImageInfo;
+
+static int saWordsZero(const uint64_t *w, size_t n) {
+    while (n--) if (*w++) return 0;
+    return 1;
+}
+
+/* Check that the 'size' bytes at 'base' are a well formed block: header
+ * fields, every page table entry, and the bitmap (no bit outside a slab's
+ * chunks). Reads only, never trusts a value before checking its range, so
+ * any content is safe. Returns 0 and fills *in, or -1. */
+static int saImageCheck(const char *base, size_t size, saImageInfo *in) {
+    saBlockHeader h;
+    uint32_t pt_off, bm_off, hdr_pages;
+
+    memcpy(&h, base, sizeof(h));
+    memset(in, 0, sizeof(*in));
+    if (h.magic != SA_BLOCK_MAGIC || h.version != SA_BLOCK_VERSION ||
+        h.page_size != SA_PAGE_SIZE || h.class_sig != sa_class_sig ||
+        h.block_size != size || h.npages != (size >> SA_PAGE_SHIFT) ||
+        h.slot >= SLOTALLOC_NUM_SLOTS || h.reserved != 0) return -1;
+    if (h.flags == SA_HDR_HUGE) {
+        if (h.hdr_pages != 1 || h.pagetab_off || h.bitmap_off || h.npages < 2) return -1;
+        in->huge = 1;
+        in->hdr_pages = 1;
+        in->live = 1;
+        in->used = size - SA_PAGE_SIZE;
+        return 0;
+    }
+    if (h.flags != 0 || h.npages > SA_MAX_BLOCK_PAGES) return -1;
+    saLayout(h.npages, &pt_off, &bm_off, &hdr_pages);
+    if (h.pagetab_off != pt_off || h.bitmap_off != bm_off ||
+        h.hdr_pages != hdr_pages || hdr_pages >= h.npages) return -1;
+
+    const saPageEntry *pt = (const saPageEntry *)(base + pt_off);
+    const uint64_t *bm = (const uint64_t *)(base + bm_off);
+    uint32_t i, j, n = h.npages;
+    for (i = 0; i < hdr_pages; i++) {
+        if (pt[i].kind != SA_PG_HEADER || pt[i].cls || pt[i].arg) return -1;
+    }
+    if (!saWordsZero(bm, (size_t)hdr_pages * SA_WORDS_PER_PAGE)) return -1;
+    in->hdr_pages = hdr_pages;
+    while (i < n) {
+        saPageEntry e = pt[i];
+        const uint64_t *w = bm + (size_t)i * SA_WORDS_PER_PAGE;
+        if (e.kind == SA_PG_FREE) {
+            if (e.cls || !saWordsZero(w, SA_WORDS_PER_PAGE)) return -1;
+            if (i == hdr_pages || pt[i - 1].kind != SA_PG_FREE) in->free_runs++;
+            in->free_pages++;
+            i++;
+        } else if (e.kind == SA_PG_SLAB) {
+            if (e.arg || e.cls >= SA_NUM_CLASSES) return -1;
+            uint32_t c = e.cls, np = sa_class_pages[c], nch = sa_class_chunks[c];
+            size_t cnt = 0;
+            if (np > n - i) return -1;
+            for (j = 1; j < np; j++) {
+                if (pt[i + j].kind != SA_PG_SLAB || pt[i + j].cls != c ||
+                    pt[i + j].arg != j) return -1;
+            }
+            for (j = 0; j < np * SA_WORDS_PER_PAGE; j++) {
+                uint64_t valid = ~0ULL;
+                if (j * 64 + 64 > nch) valid = nch > j * 64 ? (1ULL << (nch - j * 64)) - 1 : 0;
+                if (w[j] & ~valid) return -1;
+                cnt += __builtin_popcountll(w[j]);
+            }
+            if (cnt < nch) in->nonfull_slabs++;
+            in->live += cnt;
+            in->used += cnt * sa_class_size[c];
+            i += np;
+        } else if (e.kind == SA_PG_RUN) {
+            uint32_t np = e.arg;
+            if (e.cls || np == 0 || np > n - i) return -1;
+            for (j = 1; j < np; j++) {
+                if (pt[i + j].kind != SA_PG_RUN_CONT || pt[i + j].cls ||
+                    pt[i + j].arg != j) return -1;
+            }
+            if (!saWordsZero(w, (size_t)np * SA_WORDS_PER_PAGE)) return -1;
+            in->live++;
+            in->used += (size_t)np << SA_PAGE_SHIFT;
+            i += np;
+        } else {
+            return -1;      /* Header page, orphan run page, or garbage. */
+        }
+    }
+    return 0;
+}
+
+/* Rebuild the runtime state of a normal block whose image passed
+ * saImageCheck(): empty slabs become free pages, maximal free runs become
+ * spans (with fresh tags), slabs with free chunks join the partial lists. */
+static void saBlockRebuild(saArena *a, saBlock *b) {
+    uint32_t i, j, n = b->npages;
+
+    for (i = b->hdr_pages; i < n; ) {
+        saPageEntry e = b->pt[i];
+        if (e.kind == SA_PG_SLAB) {
+            uint32_t np = sa_class_pages[e.cls];
+            if (saWordsZero(b->bitmap + (size_t)i * SA_WORDS_PER_PAGE,
+                            (size_t)np * SA_WORDS_PER_PAGE)) {
+                for (j = 0; j < np; j++) b->pt[i + j] = (saPageEntry){SA_PG_FREE, 0, 0};
+            }
+            i += np;
+        } else {
+            i += e.kind == SA_PG_RUN ? e.arg : 1;
+        }
+    }
+    b->free_pages = 0;
+    for (i = b->hdr_pages; i < n; ) {
+        saPageEntry e = b->pt[i];
+        if (e.kind == SA_PG_FREE) {
+            for (j = i; j < n && b->pt[j].kind == SA_PG_FREE; j++)
+                b->pt[j] = (saPageEntry){SA_PG_FREE, 0, 0};
+            saSpanInsert(a, b, i, j - i);
+            b->free_pages += j - i;
+            i = j;
+        } else if (e.kind == SA_PG_SLAB) {
+            saPageInfo *s = &b->pinfo[i];
+            uint32_t np = sa_class_pages[e.cls], cnt = 0;
+            for (j = 0; j < np * SA_WORDS_PER_PAGE; j++)
+                cnt += __builtin_popcountll(b->bitmap[(size_t)i * SA_WORDS_PER_PAGE + j]);
+            s->block = b;
+            s->page = i;
+            s->nfree = sa_class_chunks[e.cls] - cnt;
+            s->hint = 0;
+            if (s->nfree) saListPush(&a->partial[e.cls], s);
+            i += np;
+        } else {
+            i += e.arg;
+        }
+    }
+}
+
+/* Recipient side: validate the block at addr, a detached block reserved for
+ * 'slot', and make it part of the slot's arena: its live allocations keep
+ * their offsets and usable sizes, its free space becomes allocatable. The
+ * caller guarantees nobody writes the block meanwhile (the NIC is done).
+ * Returns -1 (errno EINVAL, block still detached) if addr is not such a
+ * block or its content is not a well formed block; ENOMEM if bookkeeping
+ * cannot be allocated. Never crashes on bad content. */
+int slotAllocAdoptBlock(int slot, void *addr) {
+    saBlock *b = saLookup(addr);
+    saPageInfo *pinfo = NULL;
+    saImageInfo in;
+    saArena *a;
+
+    if (!b || b->base != addr || b->slot != slot || !(a = saArenaGet(slot, 0))) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&a->lock);
+    if (b->state != SA_BLOCK_DETACHED || saImageCheck(b->base, b->size, &in) == -1) {
+        pthread_mutex_unlock(&a->lock);
+        errno = EINVAL;
+        return -1;
+    }
+    if (!in.huge && (pinfo = calloc(b->npages, sizeof(*pinfo))) == NULL) {
+        pthread_mutex_unlock(&a->lock);
+        errno = ENOMEM;
+        return -1;
+    }
+    saBlockUnlink(&a->detached, b);
+    a->ndetached--;
+    a->detached_bytes -= b->size;
+    saStatSub(detached_blocks, 1);
+
+    saBlockHeader *h = (saBlockHeader *)b->base;
+    h->slot = slot;
+    h->origin = (uintptr_t)b->base;
+    b->huge = in.huge;
+    b->hdr_pages = in.hdr_pages;
+    if (!in.huge) {
+        b->pinfo = pinfo;
+        saStatAdd(meta_bytes, (size_t)b->npages * sizeof(saPageInfo));
+        b->pt = (saPageEntry *)(b->base + h->pagetab_off);
+        b->bitmap = (uint64_t *)(b->base + h->bitmap_off);
+        saBlockRebuild(a, b);
+    }
+    b->state = SA_BLOCK_ACTIVE;
+    saArenaLinkBlock(a, b);
+    b->live = in.live;
+    b->used_bytes = in.used;
+    a->live += in.live;
+    a->used_bytes += in.used;
+    saStatAdd(live, in.live);
+    saStatAdd(used_bytes, in.used);
+    if (b->live == 0 && !a->empty) saSetEmpty(a, b);
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
+/* Drop one detached block (a reservation whose migration failed or whose
+ * content was rejected). Anything else is a caller bug: panic. */
+void slotAllocReleaseBlock(void *addr) {
+    saBlock *b = saLookup(addr);
+    saArena *a;
+
+    if (!b || b->base != addr) saPanic("release of %p: not a block", addr);
+    a = saArenaGet(b->slot, 0);
+    pthread_mutex_lock(&a->lock);
+    if (b->state != SA_BLOCK_DETACHED) saPanic("release of %p: not detached", addr);
+    saBlockUnlink(&a->detached, b);
+    a->ndetached--;
+    a->detached_bytes -= b->size;
+    saBlockDestroy(b);
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Drop every block of the slot, active and detached, returning the memory
+ * to the OS. Every pointer into the slot becomes invalid: the caller makes
+ * sure no thread still frees or reads any (e.g. no pending lazyfree job
+ * holds objects of this slot). */
+void slotAllocReleaseSlot(int slot) {
+    saArena *a;
+
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return;
+    pthread_mutex_lock(&a->lock);
+    while (a->blocks) saArenaReleaseBlock(a, a->blocks);
+    while (a->detached) {
+        saBlock *b = a->detached;
+        saBlockUnlink(&a->detached, b);
+        saBlockDestroy(b);
+    }
+    a->ndetached = a->detached_bytes = 0;
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* Release every slot's cached empty block. Returns the bytes released. */
+size_t slotAllocTrim(void) {
+    size_t bytes = 0;
+
+    for (int slot = 0; slot < SLOTALLOC_NUM_SLOTS && sa.initialized; slot++) {
+        saArena *a = saArenaGet(slot, 0);
+        if (!a) continue;
+        pthread_mutex_lock(&a->lock);
+        if (a->empty) {
+            bytes += a->empty->size;
+            saArenaReleaseBlock(a, a->empty);
+        }
+        pthread_mutex_unlock(&a->lock);
+    }
+    return bytes;
+}
+
+/* Compaction hint: 1 if block_addr is an active normal block whose live
+ * allocations use less than 'threshold' (0..1) of its data pages, 0
+ * otherwise (huge, detached, or not a block). */
+int slotAllocBlockIsSparse(void *block_addr, double threshold) {
+    saBlock *b = saLookup(block_addr);
+    saArena *a;
+    int sparse;
+
+    if (!b || b->base != block_addr) return 0;
+    a = saArenaGet(b->slot, 0);
+    pthread_mutex_lock(&a->lock);
+    sparse = b->state == SA_BLOCK_ACTIVE && !b->huge &&
+             (double)b->used_bytes <
+                 threshold * (double)((size_t)(b->npages - b->hdr_pages) << SA_PAGE_SHIFT);
+    pthread_mutex_unlock(&a->lock);
+    return sparse;
+}
+
+/* Counters are read without stopping other threads: each is exact, but
+ * they may come from slightly different moments. */
+void slotAllocGetStats(slotAllocStats *st) {
+    memset(st, 0, sizeof(*st));
+    if (!sa.initialized) return;
+    st->blocks = saStatGet(blocks);
+    st->huge_blocks = saStatGet(huge_blocks);
+    st->detached_blocks = saStatGet(detached_blocks);
+    st->cached_empty_blocks = saStatGet(cached_empty);
+    st->reserved_bytes = saStatGet(block_bytes);
+    st->used_bytes = saStatGet(used_bytes);
+    st->free_bytes = st->reserved_bytes > st->used_bytes ?
+                     st->reserved_bytes - st->used_bytes : 0;
+    st->live_allocs = saStatGet(live);
+    st->metadata_bytes = saStatGet(meta_bytes);
+    st->range_bytes = sa.range_bytes;
+    pthread_mutex_lock(&sa.lock);
+    st->range_free_bytes = sa.ext_free_units << SA_UNIT_SHIFT;
+    pthread_mutex_unlock(&sa.lock);
+}
+
+int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
+    saArena *a;
+
+    memset(st, 0, sizeof(*st));
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) {
+        errno = EINVAL;
+        return -1;
+    }
+    if ((a = saArenaGet(slot, 0)) == NULL) return 0;
+    pthread_mutex_lock(&a->lock);
+    st->blocks = a->nblocks;
+    st->huge_blocks = a->nhuge;
+    st->block_bytes = a->block_bytes;
+    st->used_bytes = a->used_bytes;
+    st->live_allocs = a->live;
+    st->detached_blocks = a->ndetached;
+    st->detached_bytes = a->detached_bytes;
+    st->has_cached_empty = a->empty != NULL;
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}

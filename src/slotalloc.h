@@ -1,0 +1,113 @@
+/* slotalloc.h -- slot-affine block allocator: public interface.
+ *
+ * Memory for the keys of one Redis Cluster hash slot lives in blocks owned
+ * by that slot, so a slot can be shipped to another node as a handful of
+ * large contiguous regions and adopted there in place. See the comment at
+ * the top of slotalloc.c for the design, and DESIGN.md section 3.
+ *
+ * This layer depends on libc and pthreads only. Functions returning int
+ * return 0 on success and -1 on error with errno set (C_OK / C_ERR), unless
+ * documented otherwise.
+ *
+ * Threads: every function may be called from any thread. Allocation is
+ * meant to happen on the main thread; frees (and usable-size queries) also
+ * come from background threads (lazyfree). Misuse that would corrupt the
+ * heap (double free, freeing a pointer that is not the start of a live
+ * allocation) is detected and reported through the panic handler.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#ifndef __SLOTALLOC_H
+#define __SLOTALLOC_H
+
+#include <stddef.h>
+
+#define SLOTALLOC_NUM_SLOTS 16384
+/* Granularity of the reserved range: every block is a multiple of it. */
+#define SLOTALLOC_UNIT_SIZE (64*1024)
+#define SLOTALLOC_DEFAULT_MIN_BLOCK (64*1024)
+#define SLOTALLOC_DEFAULT_MAX_BLOCK (4*1024*1024)
+/* Largest normal (non huge) block: bounds the page table entry fields. */
+#define SLOTALLOC_MAX_BLOCK (64*1024*1024)
+
+/* One block of a slot, as listed by slotAllocSlotBlocks(). */
+typedef struct slotAllocBlockInfo {
+    void *addr;             /* First byte of the block (its header). */
+    size_t size;            /* Block size in bytes, a multiple of the unit. */
+    size_t used_bytes;      /* Sum of the usable sizes of live allocations. */
+    size_t live_allocs;     /* Number of live allocations. */
+    int huge;               /* 1: a dedicated block holding one allocation. */
+} slotAllocBlockInfo;
+
+/* Process-wide figures (slotAllocGetStats). */
+typedef struct slotAllocStats {
+    size_t blocks;          /* Committed blocks, detached ones included. */
+    size_t huge_blocks;
+    size_t detached_blocks; /* Reserved for a migration, not adopted yet. */
+    size_t cached_empty_blocks; /* Empty blocks kept (one per slot at most). */
+    size_t reserved_bytes;  /* Bytes of all committed blocks. */
+    size_t used_bytes;      /* Usable sizes of all live allocations. */
+    size_t free_bytes;      /* reserved_bytes - used_bytes. */
+    size_t live_allocs;
+    size_t range_bytes;     /* Size of the reserved virtual range. */
+    size_t range_free_bytes;/* Part of the range not covered by blocks. */
+    size_t metadata_bytes;  /* Process-local bookkeeping (libc heap). */
+} slotAllocStats;
+
+/* Figures of one slot (slotAllocSlotStats). Detached blocks are counted
+ * apart and are not part of blocks/block_bytes. */
+typedef struct slotAllocSlotStat {
+    size_t blocks;
+    size_t huge_blocks;
+    size_t block_bytes;
+    size_t used_bytes;
+    size_t live_allocs;
+    size_t detached_blocks;
+    size_t detached_bytes;
+    int has_cached_empty;
+} slotAllocSlotStat;
+
+/* Setup. reserve_bytes of virtual space are reserved (rounded down to the
+ * unit); 0 for min_block/max_block means the defaults. Block sizes must be
+ * powers of two between SLOTALLOC_UNIT_SIZE and SLOTALLOC_MAX_BLOCK. */
+int slotAllocInit(size_t reserve_bytes, size_t min_block, size_t max_block);
+void slotAllocShutdown(void);
+/* Called with a message when misuse or corruption is detected. It must not
+ * return (if it does, the process aborts). NULL restores the default, which
+ * prints to stderr and aborts. */
+void slotAllocSetPanicHandler(void (*handler)(const char *msg));
+
+/* Allocation. Malloc/Calloc return NULL when the range or the OS has no
+ * room: they never abort. Realloc keeps p in its slot; Realloc(p, 0) frees
+ * p and returns NULL; on failure it returns NULL and p is untouched. */
+void *slotAllocMalloc(int slot, size_t size);
+void *slotAllocCalloc(int slot, size_t size);
+void *slotAllocRealloc(void *p, size_t size);
+void slotAllocFree(void *p);
+size_t slotAllocUsableSize(const void *p);
+
+/* Lookups, O(1), lock free. A pointer is ours when it lies in a block
+ * (active or detached) of the reserved range. */
+int slotAllocOwns(const void *p);
+int slotAllocSlotOf(const void *p);
+void *slotAllocBlockOf(const void *p);
+
+/* Migration. */
+size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max);
+int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void **addrs);
+int slotAllocAdoptBlock(int slot, void *addr);
+void slotAllocReleaseBlock(void *addr);
+void slotAllocReleaseSlot(int slot);
+
+/* Housekeeping and stats. */
+size_t slotAllocTrim(void);
+int slotAllocBlockIsSparse(void *block_addr, double threshold);
+void slotAllocGetStats(slotAllocStats *st);
+int slotAllocSlotStats(int slot, slotAllocSlotStat *st);
+
+#ifdef REDIS_TEST
+int slotAllocTest(int argc, char **argv, int flags);
+#endif
+
+#endif
