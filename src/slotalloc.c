@@ -77,16 +77,17 @@
  * is released at once. A normal block becomes the slot's cached empty block
  * if the slot has none (if it has one, the smaller of the two is kept and
  * the other released): a slot growing and shrinking around a block boundary
- * does not mmap/munmap on every key. So at most one empty block per slot
- * stays committed; slotAllocTrim() releases them all (after a flush, or
- * when memory is tight) and stats report them.
+ * does not commit and release memory on every key. So at most one empty
+ * block per slot stays committed; slotAllocTrim() releases them all (after
+ * a flush, or when memory is tight) and stats report them.
  *
  * Locking. Each slot arena has a mutex, taken by every operation on the
  * slot, including allocations (main thread only in Redis) and frees (any
  * thread: lazyfree frees objects on a BIO thread). A global mutex protects
  * the extent lists, the descriptor table and writes to the unit table; it
- * is only taken to create or release a block, always after an arena mutex,
- * never before one. Lookups (Owns, SlotOf, BlockOf, UsableSize) take no
+ * is taken to create or release a block or an arena and to read stats,
+ * briefly, and when an arena mutex is needed too that one is taken first.
+ * Lookups (Owns, SlotOf, BlockOf, UsableSize) take no
  * lock: unit table entries are published with release stores after the
  * descriptor is filled, and what a lookup reads about a live allocation
  * (descriptor, its page table entry) does not change while it is live.
@@ -100,6 +101,11 @@
  * rejected block stays detached; slotAllocReleaseBlock() drops it, and
  * slotAllocReleaseSlot() drops every block of a slot at once (donor side
  * after the handover, or recipient side after an abort).
+ *
+ * Limits, for now: free pages inside a live block stay committed (only
+ * whole blocks go back to the OS; sparse blocks are for compaction to
+ * empty); allocation does not prefer fuller blocks; blocks are exchanged
+ * between hosts of the same byte order only.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -736,19 +742,25 @@ static void saBlockUnuse(saArena *a, saBlock *b, size_t bytes) {
 }
 
 /* Create the slot's next normal block, large enough for 'need' data pages:
- * min_block doubled once per normal block the slot has, up to max_block.
- * Its data pages form one free span. */
+ * min_block doubled once per normal block the slot has, up to max_block
+ * (smaller if the range has no room for that, but never too small for
+ * 'need'). Its data pages form one free span. NULL if no block fits. */
 static saBlock *saArenaNewBlock(saArena *a, uint32_t need) {
-    size_t size = sa.min_block;
+    size_t size = sa.min_block, smallest;
     saPageInfo *pinfo;
     saBlock *b;
 
-    for (size_t i = 0; i < a->nnormal && size < sa.max_block; i++) size <<= 1;
     while (saDataPages(size) < need && size < sa.max_block) size <<= 1;
     if (saDataPages(size) < need) return NULL;
-    if ((pinfo = calloc(size >> SA_PAGE_SHIFT, sizeof(*pinfo))) == NULL) return NULL;
-    if ((b = saBlockCreate(size, a->slot, SA_BLOCK_ACTIVE)) == NULL) {
-        free(pinfo);
+    smallest = size;
+    for (size_t i = 0; i < a->nnormal && size < sa.max_block; i++) size <<= 1;
+    /* When the range is nearly full, a smaller block is better than none. */
+    while ((b = saBlockCreate(size, a->slot, SA_BLOCK_ACTIVE)) == NULL) {
+        if (size == smallest) return NULL;
+        size >>= 1;
+    }
+    if ((pinfo = calloc(size >> SA_PAGE_SHIFT, sizeof(*pinfo))) == NULL) {
+        saBlockDestroy(b);
         return NULL;
     }
     b->pinfo = pinfo;
@@ -1000,6 +1012,9 @@ void *slotAllocCalloc(int slot, size_t size) {
     return p;
 }
 
+/* Any thread (lazyfree frees on a BIO thread). p is NULL or the start of a
+ * live allocation; anything else (double free, interior or foreign
+ * pointer, pointer into a detached block) panics. */
 void slotAllocFree(void *p) {
     saBlock *b;
     saArena *a;
@@ -1013,8 +1028,9 @@ void slotAllocFree(void *p) {
     pthread_mutex_unlock(&a->lock);
 }
 
-/* Lock free. p must be a live allocation (any pointer inside one gives the
- * same answer); 0 for pointers that are not in an active block. */
+/* Lock free, O(1), any thread. p must be the start of a live allocation
+ * (the answer for other pointers is meaningless, but never a crash); 0 for
+ * pointers that are not in an active block. */
 size_t slotAllocUsableSize(const void *p) {
     saBlock *b = saLookup(p);
 
@@ -1027,9 +1043,11 @@ size_t slotAllocUsableSize(const void *p) {
     return 0;
 }
 
-/* Stays in p's slot. Shrinking or growing within what p's usable size
- * already is returns p; otherwise copies. NULL p returns NULL (the caller
- * knows which slot a new allocation belongs to, this function does not). */
+/* Stays in p's slot. Returns p itself when a fresh allocation of 'size'
+ * would get the same usable size as p has; otherwise allocates, copies and
+ * frees p (so shrinking to a smaller class gives memory back). NULL p
+ * returns NULL: the caller knows which slot a new allocation belongs to,
+ * this function does not. */
 void *slotAllocRealloc(void *p, size_t size) {
     size_t old;
     saBlock *b;
@@ -1041,6 +1059,7 @@ void *slotAllocRealloc(void *p, size_t size) {
         return NULL;
     }
     if ((b = saLookup(p)) == NULL) saPanic("realloc of %p: not a slot block pointer", p);
+    if (size > sa.range_bytes) return NULL;
     old = slotAllocUsableSize(p);
     if (saFitSize(size) == old) return p;
     if ((np = slotAllocMalloc(b->slot, size)) == NULL) return NULL;
@@ -1049,6 +1068,9 @@ void *slotAllocRealloc(void *p, size_t size) {
     return np;
 }
 
+/* Lock free, O(1), any thread: a range check and one unit table load.
+ * Pointers into detached blocks count as ours (so that a stray free of one
+ * panics here instead of reaching another allocator). */
 int slotAllocOwns(const void *p) {
     return saLookup(p) != NULL;
 }
@@ -1438,3 +1460,870 @@ int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
     pthread_mutex_unlock(&a->lock);
     return 0;
 }
+
+/* ================================ Tests =================================== */
+
+#ifdef REDIS_TEST
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#define SA_CHECK(cond) do { \
+    if (!(cond)) { \
+        printf("    check failed: %s (slotalloc.c:%d)\n", #cond, __LINE__); \
+        return 1; \
+    } \
+} while (0)
+
+static uint64_t sa_test_seed = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t saTestRand(void) {
+    sa_test_seed ^= sa_test_seed >> 12;
+    sa_test_seed ^= sa_test_seed << 25;
+    sa_test_seed ^= sa_test_seed >> 27;
+    return sa_test_seed * 2685821657736338717ULL;
+}
+
+/* Every byte of [p, p+n) equals v. */
+static int saTestFilled(const void *p, size_t n, int v) {
+    const unsigned char *c = p;
+    return n == 0 || (c[0] == (unsigned char)v && memcmp(c, c + 1, n - 1) == 0);
+}
+
+/* Resident pages of [addr, addr+len), as mincore() sees them. */
+static size_t saTestResident(void *addr, size_t len) {
+    size_t ps = sysconf(_SC_PAGESIZE), n = len / ps, r = 0;
+    unsigned char *vec = malloc(n);
+
+    if (mincore(addr, len, vec) == 0)
+        for (size_t i = 0; i < n; i++) r += vec[i] & 1;
+    free(vec);
+    return r;
+}
+
+/* Cross-check one arena's runtime state against the content of its blocks
+ * (lock held): counters, partial lists, span lists. */
+static int saTestVerifyArena(saArena *a, size_t *live, size_t *used, size_t *blocks) {
+    size_t nonfull = 0, runs = 0, nb = 0, bytes = 0, l = 0, u = 0, n = 0;
+    saImageInfo in;
+
+    for (saBlock *b = a->blocks; b; b = b->next) {
+        if (b->state != SA_BLOCK_ACTIVE || saImageCheck(b->base, b->size, &in) == -1 ||
+            ((saBlockHeader *)b->base)->slot != (uint32_t)a->slot ||
+            in.live != b->live || in.used != b->used_bytes || in.huge != b->huge ||
+            (!b->huge && in.free_pages != b->free_pages)) return 0;
+        nonfull += in.nonfull_slabs;
+        runs += in.free_runs;
+        nb++, bytes += b->size, l += b->live, u += b->used_bytes;
+    }
+    if (nb != a->nblocks || bytes != a->block_bytes || l != a->live || u != a->used_bytes)
+        return 0;
+    for (int c = 0; c < SA_NUM_CLASSES; c++) {
+        for (saPageInfo *s = a->partial[c]; s; s = s->next, n++) {
+            saPageEntry e = s->block->pt[s->page];
+            uint32_t cnt = 0;
+            for (uint32_t j = 0; j < sa_class_pages[c] * SA_WORDS_PER_PAGE; j++)
+                cnt += __builtin_popcountll(s->block->bitmap[(size_t)s->page * SA_WORDS_PER_PAGE + j]);
+            if (e.kind != SA_PG_SLAB || e.arg || e.cls != c || !s->nfree ||
+                s->nfree != sa_class_chunks[c] - cnt) return 0;
+        }
+    }
+    if (n != nonfull) return 0;
+    n = 0;
+    for (int bin = 0; bin < SA_SPAN_BINS; bin++) {
+        for (saPageInfo *s = a->spans[bin]; s; s = s->next, n++) {
+            saPageEntry e = s->block->pt[s->page];
+            if (e.kind != SA_PG_FREE || saSpanBin(e.arg) != bin ||
+                s->block->pt[s->page + e.arg - 1].arg != e.arg) return 0;
+        }
+    }
+    if (n != runs) return 0;
+    *live += l, *used += u, *blocks += nb + a->ndetached;
+    return 1;
+}
+
+static int saTestVerifyAll(void) {
+    size_t live = 0, used = 0, blocks = 0;
+
+    for (int slot = 0; slot < SLOTALLOC_NUM_SLOTS; slot++) {
+        saArena *a = saArenaGet(slot, 0);
+        if (!a) continue;
+        pthread_mutex_lock(&a->lock);
+        int ok = saTestVerifyArena(a, &live, &used, &blocks);
+        pthread_mutex_unlock(&a->lock);
+        if (!ok) {
+            printf("    slot %d: runtime state does not match its blocks\n", slot);
+            return 0;
+        }
+    }
+    return live == saStatGet(live) && used == saStatGet(used_bytes) &&
+           blocks == saStatGet(blocks);
+}
+
+static int saTestClasses(void) {
+    uint32_t maxpages = 0;
+
+    SA_CHECK(slotAllocInit(64 << 20, 0, 0) == 0);
+    SA_CHECK(sa_class_size[SA_NUM_CLASSES - 1] == SA_SMALL_MAX);
+    for (size_t size = 1; size <= SA_SMALL_MAX; size++) {
+        int c = saClassOf(size);
+        SA_CHECK(sa_class_size[c] >= size && (c == 0 || sa_class_size[c - 1] < size));
+        SA_CHECK(size <= 64 || (sa_class_size[c] - size) * 4 <= sa_class_size[c]);
+    }
+    for (int c = 0; c < SA_NUM_CLASSES; c++) {
+        size_t bytes = sa_class_pages[c] * SA_PAGE_SIZE;
+        SA_CHECK(sa_class_size[c] % SA_MIN_CLASS == 0);
+        SA_CHECK((bytes % sa_class_size[c]) * 8 <= bytes);
+        SA_CHECK(sa_class_chunks[c] <= sa_class_pages[c] * SA_BITS_PER_PAGE);
+        if (sa_class_pages[c] > maxpages) maxpages = sa_class_pages[c];
+    }
+    SA_CHECK(maxpages <= saDataPages(SA_UNIT_SIZE));
+    return 0;
+}
+
+static int saTestBasic(void) {
+    size_t sizes[2 * SA_NUM_CLASSES + 10], n = 0;
+    void *ptrs[sizeof(sizes) / sizeof(sizes[0])];
+    slotAllocStats st;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    for (int c = 0; c < SA_NUM_CLASSES; c++) {
+        sizes[n++] = sa_class_size[c];
+        sizes[n++] = sa_class_size[c] - 1 - c;
+    }
+    size_t big[] = {0, SA_SMALL_MAX + 1, 16384, 20000, 100000, 1 << 20,
+                    (1 << 20) + 1, 5 << 20, (9 << 20) + 123};
+    for (size_t i = 0; i < sizeof(big) / sizeof(big[0]); i++) sizes[n++] = big[i];
+    for (size_t i = 0; i < n; i++) {
+        void *p = ptrs[i] = slotAllocMalloc(42, sizes[i]);
+        size_t usable = slotAllocUsableSize(p);
+        SA_CHECK(p && usable >= sizes[i] && usable == saFitSize(sizes[i]));
+        SA_CHECK(((uintptr_t)p & (SA_MIN_CLASS - 1)) == 0);
+        SA_CHECK(sizes[i] <= SA_SMALL_MAX || ((uintptr_t)p & (SA_PAGE_SIZE - 1)) == 0);
+        SA_CHECK(slotAllocOwns(p) && slotAllocSlotOf(p) == 42);
+        SA_CHECK(slotAllocBlockOf(p) && (char *)slotAllocBlockOf(p) < (char *)p);
+        memset(p, (int)i + 1, usable);
+    }
+    slotAllocGetStats(&st);
+    SA_CHECK(st.live_allocs == n && st.huge_blocks == 3 && saTestVerifyAll());
+    for (size_t i = n; i--; ) {
+        SA_CHECK(saTestFilled(ptrs[i], slotAllocUsableSize(ptrs[i]), (int)i + 1));
+        slotAllocFree(ptrs[i]);
+    }
+    slotAllocFree(NULL);
+    slotAllocGetStats(&st);
+    SA_CHECK(st.used_bytes == 0 && st.live_allocs == 0 && st.huge_blocks == 0);
+    SA_CHECK(st.blocks == 1 && st.cached_empty_blocks == 1);
+    return 0;
+}
+
+/* Chunks of a slab are reused lowest first; an emptied slab goes back to
+ * the spans unless it is the only one of its class with free chunks. */
+static int saTestSlabs(void) {
+    static char *p[300];
+    saBlock *b;
+    uint32_t free_before;
+
+    SA_CHECK(slotAllocInit(64 << 20, 0, 0) == 0);
+    char *keep = slotAllocMalloc(6, 32);    /* Keeps the block non-empty. */
+    for (int i = 0; i < 300; i++) SA_CHECK((p[i] = slotAllocMalloc(6, 16)) != NULL);
+    SA_CHECK(((uintptr_t)p[0] & (SA_PAGE_SIZE - 1)) == 0 && p[255] - p[0] == 255 * 16);
+    b = saLookup(p[0]);
+    SA_CHECK(b == saLookup(p[299]));
+    free_before = b->free_pages;
+    slotAllocFree(p[200]);
+    slotAllocFree(p[3]);
+    SA_CHECK(slotAllocMalloc(6, 16) == p[3] && slotAllocMalloc(6, 16) == p[200]);
+    for (int i = 0; i < 256; i++) slotAllocFree(p[i]);
+    SA_CHECK(b->free_pages == free_before + 1);
+    for (int i = 256; i < 300; i++) slotAllocFree(p[i]);
+    SA_CHECK(b->free_pages == free_before + 1 && slotAllocMalloc(6, 16) == p[256]);
+    slotAllocFree(p[256]);
+    slotAllocFree(keep);
+    return 0;
+}
+
+static int sa_test_static;
+
+static int saTestOwnership(void) {
+    int local;
+    char *m = calloc(1, 100);
+    void *p, *q;
+
+    SA_CHECK(slotAllocOwns(m) == 0);        /* Not initialized yet. */
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    p = slotAllocMalloc(7, 100);
+    q = slotAllocMalloc(9, 100);
+    SA_CHECK(!slotAllocOwns(&local) && !slotAllocOwns(m) && !slotAllocOwns(NULL) &&
+             !slotAllocOwns(&sa_test_static));
+    SA_CHECK(slotAllocSlotOf(&local) == -1 && slotAllocSlotOf(m) == -1 &&
+             slotAllocSlotOf(NULL) == -1 && slotAllocBlockOf(m) == NULL &&
+             slotAllocUsableSize(m) == 0 && slotAllocUsableSize(NULL) == 0);
+    SA_CHECK(!slotAllocOwns(sa.base - 1) && !slotAllocOwns(sa.base + sa.range_bytes) &&
+             !slotAllocOwns(sa.base + sa.range_bytes - 1));
+    SA_CHECK(slotAllocSlotOf(p) == 7 && slotAllocSlotOf(q) == 9);
+    SA_CHECK(slotAllocBlockOf(p) != slotAllocBlockOf(q));
+    SA_CHECK(slotAllocSlotOf((char *)p + 50) == 7);
+    free(m);
+    slotAllocFree(p);
+    SA_CHECK(slotAllocOwns(p));             /* Cached empty block. */
+    SA_CHECK(slotAllocTrim() == SLOTALLOC_DEFAULT_MIN_BLOCK);
+    SA_CHECK(!slotAllocOwns(p) && slotAllocSlotOf(p) == -1 && slotAllocOwns(q));
+    slotAllocFree(q);
+    return 0;
+}
+
+static int saTestCalloc(void) {
+    size_t sizes[] = {300, 5000, 40000, 3 << 20};
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        void *p = slotAllocMalloc(1, sizes[i]);
+        memset(p, 0xab, slotAllocUsableSize(p));
+        slotAllocFree(p);
+        p = slotAllocCalloc(1, sizes[i]);
+        SA_CHECK(p && saTestFilled(p, slotAllocUsableSize(p), 0));
+        slotAllocFree(p);
+    }
+    return 0;
+}
+
+static int saTestExhaustion(void) {
+    static void *ptrs[2000];
+    size_t n = 0, n2 = 0, sz = 512 << 10;
+    slotAllocStats st;
+    void *p, *addr;
+
+    SA_CHECK(slotAllocInit(1 << 20, 64 << 10, 256 << 10) == 0);
+    while (n < 2000 && (p = slotAllocMalloc(n % 4, 1000)) != NULL) ptrs[n++] = p;
+    SA_CHECK(n > 500 && n < 2000);
+    /* The slot that failed has no free page left, and no unit is free. */
+    SA_CHECK(slotAllocMalloc(n % 4, 600 << 10) == NULL && slotAllocMalloc(n % 4, 20000) == NULL);
+    SA_CHECK(slotAllocReserveBlocks(5, 1, &sz, &addr) == -1);
+    for (size_t i = 0; i < n; i += 2) slotAllocFree(ptrs[i]);
+    for (size_t i = 0; i < n; i += 2) SA_CHECK((ptrs[i] = slotAllocMalloc(i % 4, 1000)));
+    for (size_t i = 0; i < n; i++) slotAllocFree(ptrs[i]);
+    slotAllocTrim();
+    slotAllocGetStats(&st);
+    SA_CHECK(st.blocks == 0 && st.used_bytes == 0 && st.range_free_bytes == st.range_bytes);
+    SA_CHECK((p = slotAllocMalloc(3, 900 << 10)) != NULL);
+    slotAllocFree(p);
+    while (n2 < 2000 && (p = slotAllocMalloc(n2 % 4, 1000)) != NULL) ptrs[n2++] = p;
+    SA_CHECK(n2 == n && saTestVerifyAll());
+    for (size_t i = 0; i < n2; i++) slotAllocFree(ptrs[i]);
+    return 0;
+}
+
+typedef struct saTestAlloc {
+    char *p;
+    size_t size, usable;
+    int slot, v;
+    void *block;            /* Block it was in (adoption tests). */
+} saTestAlloc;
+
+static int saTestFragmentation(void) {
+    const size_t max_live = 4000, ops = 60000;
+    saTestAlloc *live = malloc(max_live * sizeof(*live));
+    size_t n = 0, used = 0;
+    slotAllocStats st;
+
+    SA_CHECK(slotAllocInit((size_t)1 << 30, 0, 0) == 0);
+    for (size_t op = 0; op < ops; op++) {
+        uint64_t r = saTestRand();
+        if (n < max_live && (n == 0 || r % 100 < 55)) {
+            saTestAlloc *a = &live[n];
+            uint64_t kind = (r >> 8) % 1000, x = r >> 20;
+            a->size = kind < 700 ? 1 + x % 256 : kind < 955 ? 257 + x % 14080 :
+                      kind < 998 ? SA_SMALL_MAX + 1 + x % 50000 : (1 << 20) + x % (3 << 20);
+            a->slot = (int)(x % 8) * 1000;
+            a->v = (int)(op % 251) + 1;
+            SA_CHECK((a->p = slotAllocMalloc(a->slot, a->size)) != NULL);
+            a->usable = slotAllocUsableSize(a->p);
+            SA_CHECK(a->usable == saFitSize(a->size));
+            memset(a->p, a->v, a->size);
+            used += a->usable;
+            n++;
+        } else {
+            saTestAlloc *a = &live[r % n];
+            SA_CHECK(saTestFilled(a->p, a->size, a->v) && slotAllocSlotOf(a->p) == a->slot);
+            SA_CHECK(slotAllocUsableSize(a->p) == a->usable);
+            slotAllocFree(a->p);
+            used -= a->usable;
+            *a = live[--n];
+        }
+        slotAllocGetStats(&st);
+        SA_CHECK(st.used_bytes == used && st.live_allocs == n &&
+                 st.free_bytes == st.reserved_bytes - used);
+        if (op % 5000 == 0) SA_CHECK(saTestVerifyAll());
+    }
+    SA_CHECK(saTestVerifyAll());
+    while (n) {
+        saTestAlloc *a = &live[--n];
+        SA_CHECK(saTestFilled(a->p, a->size, a->v));
+        slotAllocFree(a->p);
+    }
+    free(live);
+    slotAllocGetStats(&st);
+    SA_CHECK(st.used_bytes == 0 && st.blocks <= 8 && st.blocks == st.cached_empty_blocks);
+    slotAllocTrim();
+    slotAllocGetStats(&st);
+    SA_CHECK(st.blocks == 0 && st.reserved_bytes == 0 && st.range_free_bytes == st.range_bytes);
+    return 0;
+}
+
+static int saTestBlockReuse(void) {
+    static void *ptrs[4096];
+    slotAllocBlockInfo bi[4];
+    slotAllocSlotStat ss;
+    size_t n = 0;
+    char *p;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    do {
+        SA_CHECK(n < 4096 && (ptrs[n] = slotAllocMalloc(1, 3000)) != NULL);
+        memset(ptrs[n++], 0x5a, 3000);
+        slotAllocSlotStats(1, &ss);
+    } while (ss.blocks < 3);
+    SA_CHECK(slotAllocSlotBlocks(1, bi, 4) == 3);
+    for (int i = 0; i < 3; i++) SA_CHECK(saTestResident(bi[i].addr, bi[i].size) > 0);
+    for (size_t i = 0; i < n; i++) slotAllocFree(ptrs[i]);
+    slotAllocSlotStats(1, &ss);
+    SA_CHECK(ss.blocks == 1 && ss.has_cached_empty && ss.block_bytes == SLOTALLOC_DEFAULT_MIN_BLOCK);
+    for (int i = 0; i < 3; i++) {
+        if (bi[i].size == SLOTALLOC_DEFAULT_MIN_BLOCK) continue;
+        SA_CHECK(saTestResident(bi[i].addr, bi[i].size) == 0 && !slotAllocOwns(bi[i].addr));
+    }
+    /* A new block of another slot lands in a released range. */
+    SA_CHECK((p = slotAllocMalloc(2, 100)) != NULL);
+    int reused = 0;
+    for (int i = 0; i < 3; i++) {
+        reused |= bi[i].size != SLOTALLOC_DEFAULT_MIN_BLOCK && p >= (char *)bi[i].addr &&
+                  p < (char *)bi[i].addr + bi[i].size;
+    }
+    SA_CHECK(reused);
+    SA_CHECK(slotAllocTrim() == SLOTALLOC_DEFAULT_MIN_BLOCK);
+    for (int i = 0; i < 3; i++) {
+        if (bi[i].size == SLOTALLOC_DEFAULT_MIN_BLOCK)
+            SA_CHECK(saTestResident(bi[i].addr, bi[i].size) == 0 && !slotAllocOwns(bi[i].addr));
+    }
+    slotAllocFree(p);
+    return 0;
+}
+
+static int saTestReleaseSlot(void) {
+    static void *ptrs[2000], *other[100];
+    slotAllocBlockInfo bi[64];
+    slotAllocStats before, after;
+    slotAllocSlotStat ss, ss4;
+    size_t nb, sz = 256 << 10;
+    void *addr;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    for (int i = 0; i < 100; i++) memset(other[i] = slotAllocMalloc(4, 200), 0x44, 200);
+    for (int i = 0; i < 2000; i++) {
+        size_t size = i == 7 || i == 1500 ? 5 << 20 : i % 10 == 0 ? 30000 : 1 + i % 3000;
+        SA_CHECK((ptrs[i] = slotAllocMalloc(3, size)) != NULL);
+        memset(ptrs[i], 0x33, size);
+    }
+    SA_CHECK(slotAllocReserveBlocks(3, 1, &sz, &addr) == 0);
+    nb = slotAllocSlotBlocks(3, bi, 64);
+    SA_CHECK(nb > 3 && nb <= 64);
+    slotAllocGetStats(&before);
+    slotAllocSlotStats(3, &ss);
+    slotAllocSlotStats(4, &ss4);
+    slotAllocReleaseSlot(3);
+    slotAllocGetStats(&after);
+    SA_CHECK(after.reserved_bytes == before.reserved_bytes - ss.block_bytes - sz);
+    SA_CHECK(after.used_bytes == ss4.used_bytes && after.live_allocs == 100);
+    SA_CHECK(after.blocks == before.blocks - nb - 1 && after.detached_blocks == 0);
+    slotAllocSlotStats(3, &ss);
+    SA_CHECK(ss.blocks == 0 && ss.used_bytes == 0 && ss.live_allocs == 0 && !ss.detached_blocks);
+    SA_CHECK(slotAllocSlotBlocks(3, bi, 0) == 0 && !slotAllocOwns(ptrs[0]) && !slotAllocOwns(addr));
+    for (size_t i = 0; i < nb; i++) SA_CHECK(saTestResident(bi[i].addr, bi[i].size) == 0);
+    for (int i = 0; i < 100; i++) {
+        SA_CHECK(saTestFilled(other[i], 200, 0x44));
+        slotAllocFree(other[i]);
+    }
+    SA_CHECK(saTestVerifyAll() && (addr = slotAllocMalloc(3, 100)) != NULL);
+    slotAllocFree(addr);
+    return 0;
+}
+
+static int saTestRealloc(void) {
+    size_t sizes[] = {1, 10, 100, 3000, 20000, 16000, 2 << 20, 5 << 20, 50, 7, 14000};
+    size_t old = 0;
+    void *p = NULL, *q;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    SA_CHECK(slotAllocRealloc(NULL, 10) == NULL);
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        q = i ? slotAllocRealloc(p, sizes[i]) : slotAllocMalloc(11, sizes[i]);
+        SA_CHECK(q && slotAllocSlotOf(q) == 11 && slotAllocUsableSize(q) >= sizes[i]);
+        SA_CHECK(saTestFilled(q, old < sizes[i] ? old : sizes[i], (int)i));
+        memset(q, (int)i + 1, sizes[i]);
+        p = q;
+        old = sizes[i];
+    }
+    SA_CHECK(slotAllocRealloc(p, 0) == NULL);
+    p = slotAllocMalloc(11, 100);
+    SA_CHECK(slotAllocRealloc(p, 110) == p && slotAllocRealloc(p, 97) == p);
+    q = slotAllocMalloc(11, 2 << 20);
+    SA_CHECK(slotAllocRealloc(q, slotAllocUsableSize(q)) == q);
+    SA_CHECK(slotAllocRealloc(q, (size_t)1 << 62) == NULL && slotAllocOwns(q));
+    slotAllocFree(p);
+    slotAllocFree(q);
+    return 0;
+}
+
+static int saTestStats(void) {
+    static void *ptrs[3000];
+    size_t sum = 0, slot_used = 0, slot_bytes = 0, n = 0;
+    slotAllocBlockInfo bi[64];
+    slotAllocStats st;
+    slotAllocSlotStat ss;
+
+    SA_CHECK(slotAllocInit(512 << 20, 0, 0) == 0);
+    for (int i = 0; i < 3000; i++) {
+        uint64_t r = saTestRand();
+        size_t size = r % 100 == 0 ? 20000 + r % 100000 : r % 1000 == 1 ? 3 << 20 : 1 + r % 2000;
+        SA_CHECK((ptrs[i] = slotAllocMalloc(i % 10, size)) != NULL);
+        sum += slotAllocUsableSize(ptrs[i]);
+    }
+    slotAllocGetStats(&st);
+    SA_CHECK(st.used_bytes == sum && st.free_bytes == st.reserved_bytes - sum);
+    SA_CHECK(st.live_allocs == 3000 && st.metadata_bytes > 0);
+    for (int slot = 0; slot < 10; slot++) {
+        size_t nb = slotAllocSlotBlocks(slot, bi, 64), u = 0, l = 0, bytes = 0;
+        SA_CHECK(slotAllocSlotStats(slot, &ss) == 0 && nb == ss.blocks && nb <= 64);
+        for (size_t i = 0; i < nb; i++) u += bi[i].used_bytes, l += bi[i].live_allocs, bytes += bi[i].size;
+        SA_CHECK(u == ss.used_bytes && l == ss.live_allocs && bytes == ss.block_bytes);
+        slot_used += ss.used_bytes, slot_bytes += ss.block_bytes, n += nb;
+    }
+    SA_CHECK(slot_used == sum && slot_bytes == st.reserved_bytes && n == st.blocks);
+    SA_CHECK(slotAllocSlotStats(-1, &ss) == -1 && slotAllocSlotStats(SLOTALLOC_NUM_SLOTS, &ss) == -1);
+    for (int i = 0; i < 3000; i++) slotAllocFree(ptrs[i]);
+
+    /* Sparse blocks: fill slot 20's first block with 64 byte chunks, then
+     * free 19 of every 20. */
+    n = 0;
+    do {
+        SA_CHECK((ptrs[n++] = slotAllocMalloc(20, 64)) != NULL);
+    } while (slotAllocSlotBlocks(20, bi, 64) < 2);
+    void *first = slotAllocBlockOf(ptrs[0]);
+    SA_CHECK(!slotAllocBlockIsSparse(first, 0.5) && !slotAllocBlockIsSparse(ptrs[0], 0.5));
+    for (size_t i = 0; i < n; i++) if (i % 20) slotAllocFree(ptrs[i]);
+    SA_CHECK(slotAllocBlockIsSparse(first, 0.25) && !slotAllocBlockIsSparse(first, 0.01));
+    for (size_t i = 0; i < n; i += 20) slotAllocFree(ptrs[i]);
+    return 0;
+}
+
+static void saTestDieHandler(const char *msg) {
+    (void)msg;
+    _exit(42);
+}
+
+/* Run one misuse case in a child: it must end in the panic handler. */
+static int saTestDies(int what) {
+    pid_t pid;
+    int status;
+
+    fflush(stdout);
+    if ((pid = fork()) == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        slotAllocSetPanicHandler(saTestDieHandler);
+        char *p = slotAllocMalloc(1, 64), *r = slotAllocMalloc(1, 40000);
+        char *h = slotAllocMalloc(1, 5 << 20);
+        static char m[16];          /* Not ours (and not leaked). */
+        switch (what) {
+        case 0: slotAllocFree(p); slotAllocFree(p); break;
+        case 1: slotAllocFree(p + 16); break;
+        case 2: slotAllocFree(r + SA_PAGE_SIZE); break;
+        case 3: slotAllocFree(slotAllocBlockOf(p)); break;
+        case 4: slotAllocFree(h + 8); break;
+        case 5: slotAllocFree(m); break;
+        case 6: slotAllocReleaseBlock(slotAllocBlockOf(p)); break;
+        case 7: slotAllocFree(r); slotAllocFree(r); break;
+        }
+        _exit(0);
+    }
+    if (pid == -1 || waitpid(pid, &status, 0) != pid) return 0;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 42;
+}
+
+static int saTestMisuse(void) {
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    for (int what = 0; what < 8; what++) {
+        if (!saTestDies(what)) {
+            printf("    misuse case %d not detected\n", what);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Cross-thread frees: the main thread allocates in slot 5 and hands most
+ * allocations to a thread that checks and frees them, like lazyfree. */
+typedef struct saTestQueue {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    saTestAlloc items[1024];
+    size_t head, count, freed, errors;
+    int done;
+} saTestQueue;
+
+static void *saTestFreer(void *arg) {
+    saTestQueue *q = arg;
+    saTestAlloc batch[1024];
+
+    for (;;) {
+        size_t n = 0;
+        pthread_mutex_lock(&q->lock);
+        while (!q->count && !q->done) pthread_cond_wait(&q->cond, &q->lock);
+        while (q->count) {
+            batch[n++] = q->items[q->head];
+            q->head = (q->head + 1) % 1024;
+            q->count--;
+        }
+        int done = q->done;
+        pthread_cond_broadcast(&q->cond);
+        pthread_mutex_unlock(&q->lock);
+        for (size_t i = 0; i < n; i++) {
+            saTestAlloc *a = &batch[i];
+            if (!saTestFilled(a->p, a->size, a->v) || slotAllocSlotOf(a->p) != 5 ||
+                slotAllocUsableSize(a->p) != a->usable) q->errors++;
+            slotAllocFree(a->p);
+        }
+        pthread_mutex_lock(&q->lock);
+        q->freed += n;
+        pthread_mutex_unlock(&q->lock);
+        if (done && n == 0) return NULL;
+    }
+}
+
+static int saTestThreads(void) {
+    const size_t ops = 250000;
+    static saTestQueue q;
+    saTestAlloc mine[64];
+    size_t nmine = 0, sent = 0;
+    slotAllocSlotStat ss;
+    pthread_t tid;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    memset(&q, 0, sizeof(q));
+    pthread_mutex_init(&q.lock, NULL);
+    pthread_cond_init(&q.cond, NULL);
+    SA_CHECK(pthread_create(&tid, NULL, saTestFreer, &q) == 0);
+    for (size_t i = 0; i < ops; i++) {
+        uint64_t r = saTestRand();
+        saTestAlloc a = {NULL, r % 200 ? 1 + r % 600 : 20000, 0, 5, (int)(i % 251) + 1, NULL};
+        SA_CHECK((a.p = slotAllocMalloc(5, a.size)) != NULL);
+        a.usable = slotAllocUsableSize(a.p);
+        memset(a.p, a.v, a.size);
+        if (i % 4 == 0) {       /* Some stay on the main thread for a while. */
+            if (nmine == 64) {
+                SA_CHECK(saTestFilled(mine[0].p, mine[0].size, mine[0].v));
+                slotAllocFree(mine[0].p);
+                mine[0] = mine[--nmine];
+            }
+            mine[nmine++] = a;
+            continue;
+        }
+        pthread_mutex_lock(&q.lock);
+        while (q.count == 1024) pthread_cond_wait(&q.cond, &q.lock);
+        q.items[(q.head + q.count++) % 1024] = a;
+        if (q.count == 1) pthread_cond_broadcast(&q.cond);
+        pthread_mutex_unlock(&q.lock);
+        sent++;
+    }
+    pthread_mutex_lock(&q.lock);
+    q.done = 1;
+    pthread_cond_broadcast(&q.cond);
+    pthread_mutex_unlock(&q.lock);
+    pthread_join(tid, NULL);
+    while (nmine) slotAllocFree(mine[--nmine].p);
+    pthread_mutex_destroy(&q.lock);
+    pthread_cond_destroy(&q.cond);
+    slotAllocSlotStats(5, &ss);
+    SA_CHECK(q.errors == 0 && q.freed == sent);
+    SA_CHECK(ss.used_bytes == 0 && ss.live_allocs == 0 && saTestVerifyAll());
+    return 0;
+}
+
+/* Donor side fixture for the adoption tests: slot 100 gets allocations of
+ * every class and a few runs, and every third one is freed. Returns in *x
+ * the block with the most live allocations among those holding both live
+ * and freed runs, and the allocations (freed ones with p = NULL) in out[]. */
+static int saTestDonor(saTestAlloc *out, size_t n, slotAllocBlockInfo *x) {
+    slotAllocBlockInfo bi[64];
+    size_t nb;
+
+    for (size_t i = 0; i < n; i++) {
+        saTestAlloc *a = &out[i];
+        a->size = i % 50 == 25 ? 20000 + i * 40 : sa_class_size[i % SA_NUM_CLASSES] - i % 3;
+        a->v = (int)(i % 251) + 1;
+        if ((a->p = slotAllocMalloc(100, a->size)) == NULL) return 0;
+        memset(a->p, a->v, a->size);
+    }
+    for (size_t i = 0; i < n; i++) out[i].block = slotAllocBlockOf(out[i].p);
+    for (size_t i = 0; i < n; i += 3) {
+        slotAllocFree(out[i].p);
+        out[i].p = NULL;
+    }
+    nb = slotAllocSlotBlocks(100, bi, 64);
+    memset(x, 0, sizeof(*x));
+    for (size_t i = 0; i < nb && i < 64; i++) {
+        size_t runs = 0, freed_runs = 0;
+        for (size_t j = 0; j < n; j++) {
+            if (out[j].block != bi[i].addr || out[j].size <= SA_SMALL_MAX) continue;
+            if (out[j].p) runs++;
+            else freed_runs++;
+        }
+        if (!bi[i].huge && runs && freed_runs && bi[i].live_allocs > x->live_allocs) *x = bi[i];
+    }
+    return x->live_allocs > 0;
+}
+
+static int saTestAdopt(void) {
+    static saTestAlloc allocs[600];
+    slotAllocBlockInfo x;
+    slotAllocSlotStat ss;
+    void *y, *q;
+
+    SA_CHECK(slotAllocInit(256 << 20, 64 << 10, 256 << 10) == 0);
+    SA_CHECK(saTestDonor(allocs, 600, &x));
+    SA_CHECK(slotAllocReserveBlocks(200, 1, &x.size, &y) == 0);
+    SA_CHECK(slotAllocOwns(y) && slotAllocSlotOf(y) == 200 && slotAllocUsableSize(y) == 0);
+    slotAllocSlotStats(200, &ss);
+    SA_CHECK(ss.detached_blocks == 1 && ss.blocks == 0);
+    SA_CHECK(slotAllocAdoptBlock(200, y) == -1);            /* Still zero. */
+    memcpy(y, x.addr, x.size);
+    SA_CHECK(slotAllocAdoptBlock(201, y) == -1 && slotAllocAdoptBlock(200, x.addr) == -1);
+    SA_CHECK(slotAllocAdoptBlock(200, (char *)y + 4096) == -1);
+    SA_CHECK(slotAllocAdoptBlock(200, y) == 0);
+    SA_CHECK(slotAllocAdoptBlock(200, y) == -1);            /* Not detached any more. */
+    slotAllocSlotStats(200, &ss);
+    SA_CHECK(ss.blocks == 1 && ss.detached_blocks == 0 && ss.used_bytes == x.used_bytes &&
+             ss.live_allocs == x.live_allocs && saTestVerifyAll());
+    size_t moved = 0;
+    for (size_t i = 0; i < 600; i++) {
+        saTestAlloc *a = &allocs[i];
+        if (!a->p || slotAllocBlockOf(a->p) != x.addr) continue;
+        q = (char *)y + (a->p - (char *)x.addr);
+        SA_CHECK(slotAllocOwns(q) && slotAllocSlotOf(q) == 200 && slotAllocBlockOf(q) == y);
+        SA_CHECK(slotAllocUsableSize(q) == slotAllocUsableSize(a->p));
+        SA_CHECK(saTestFilled(q, a->size, a->v));
+        moved++;
+    }
+    SA_CHECK(moved == x.live_allocs);
+    /* What was freed in x is free in y, and taken from y first (runs
+     * before chunks, so that chunks do not split the spans runs need). */
+    static void *fresh[600];
+    size_t nfresh = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < 600; i += 3) {
+            saTestAlloc *a = &allocs[i];
+            if (a->block != x.addr || (a->size > SA_SMALL_MAX) != (pass == 0)) continue;
+            SA_CHECK((fresh[nfresh] = slotAllocMalloc(200, a->size)) != NULL);
+            SA_CHECK(slotAllocBlockOf(fresh[nfresh++]) == y);
+        }
+    }
+    slotAllocSlotStats(200, &ss);
+    SA_CHECK(nfresh > 0 && ss.blocks == 1 && saTestVerifyAll());
+    for (size_t i = 0; i < nfresh; i++) slotAllocFree(fresh[i]);
+    for (size_t i = 0; i < 600; i++) {
+        if (!allocs[i].p || slotAllocBlockOf(allocs[i].p) != x.addr) continue;
+        slotAllocFree((char *)y + (allocs[i].p - (char *)x.addr));
+    }
+    slotAllocSlotStats(200, &ss);
+    SA_CHECK(ss.used_bytes == 0 && ss.live_allocs == 0 && saTestVerifyAll());
+
+    /* A huge block moves the same way. */
+    char *h = slotAllocMalloc(100, 200000);
+    size_t hsize = SA_PAGE_SIZE + slotAllocUsableSize(h);
+    memset(h, 0x77, 200000);
+    SA_CHECK(slotAllocReserveBlocks(200, 1, &hsize, &y) == 0);
+    memcpy(y, slotAllocBlockOf(h), hsize);
+    SA_CHECK(slotAllocAdoptBlock(200, y) == 0);
+    q = (char *)y + SA_PAGE_SIZE;
+    SA_CHECK(slotAllocUsableSize(q) == slotAllocUsableSize(h) && saTestFilled(q, 200000, 0x77));
+    slotAllocFree(q);
+    SA_CHECK(!slotAllocOwns(y) && saTestVerifyAll());
+    slotAllocFree(h);
+    return 0;
+}
+
+/* A small donor block with known content for the corruption tests: one
+ * slab of 48 byte chunks (85 chunks, not a multiple of 64), one two-page
+ * slab of 1536 byte chunks, a run, and free pages. */
+static int saTestSmallDonor(slotAllocBlockInfo *x, uint32_t pages[4]) {
+    void *r;
+
+    for (int i = 0; i < 20; i++) memset(slotAllocMalloc(100, 48), 1, 48);
+    for (int i = 0; i < 3; i++) memset(slotAllocMalloc(100, 1500), 2, 1500);
+    memset(slotAllocMalloc(100, 20000), 3, 20000);
+    r = slotAllocMalloc(100, 30000);
+    slotAllocFree(r);
+    if (slotAllocSlotBlocks(100, x, 1) != 1) return 0;
+    /* Pages: 48 byte slab, 1536 byte slab, run, first free page. */
+    saBlock *b = saLookup(x->addr);
+    pages[0] = pages[1] = pages[2] = pages[3] = 0;
+    for (uint32_t i = b->hdr_pages; i < b->npages; i++) {
+        saPageEntry e = b->pt[i];
+        if (e.kind == SA_PG_SLAB && e.cls == saClassOf(48) && !e.arg) pages[0] = i;
+        if (e.kind == SA_PG_SLAB && e.cls == saClassOf(1500) && !e.arg) pages[1] = i;
+        if (e.kind == SA_PG_RUN) pages[2] = i;
+        if (e.kind == SA_PG_FREE && !pages[3]) pages[3] = i;
+    }
+    return pages[0] && pages[1] && pages[2] && pages[3] && sa_class_pages[saClassOf(1500)] == 2;
+}
+
+static int saTestAdoptRejects(void) {
+    slotAllocBlockInfo x;
+    slotAllocSlotStat ss;
+    uint32_t pg[4];
+    void *y;
+
+    SA_CHECK(slotAllocInit(64 << 20, 256 << 10, 256 << 10) == 0);
+    SA_CHECK(saTestSmallDonor(&x, pg));
+    for (int k = 0; k <= 22; k++) {
+        SA_CHECK(slotAllocReserveBlocks(200, 1, &x.size, &y) == 0);
+        memcpy(y, x.addr, x.size);
+        saBlockHeader *h = y;
+        saPageEntry *pt = (saPageEntry *)((char *)y + h->pagetab_off);
+        uint64_t *bm = (uint64_t *)((char *)y + h->bitmap_off);
+        switch (k) {
+        case 0: h->magic ^= 1; break;
+        case 1: h->version = 2; break;
+        case 2: h->block_size *= 2; break;
+        case 3: h->npages++; break;
+        case 4: h->class_sig ^= 0x100; break;
+        case 5: h->flags = 2; break;
+        case 6: h->flags = SA_HDR_HUGE; break;
+        case 7: h->reserved = 1; break;
+        case 8: h->slot = SLOTALLOC_NUM_SLOTS; break;
+        case 9: h->pagetab_off += 4; break;
+        case 10: h->hdr_pages++; break;
+        case 11: h->page_size = 8192; break;
+        case 12: pt[0].kind = SA_PG_FREE; break;
+        case 13: pt[pg[0]].kind = 9; break;
+        case 14: pt[pg[0]].cls = 200; break;
+        case 15: pt[pg[0]].arg = 1; break;
+        case 16: pt[pg[1] + 1].arg = 0; break;
+        case 17: pt[pg[2]].arg = 60000; break;
+        case 18: pt[pg[2] + 1].kind = SA_PG_SLAB; break;
+        case 19: pt[pg[3]].kind = SA_PG_RUN_CONT; break;
+        case 20: bm[pg[0] * SA_WORDS_PER_PAGE + 1] |= 1ULL << 30; break; /* Chunk 94 of 85. */
+        case 21: bm[pg[3] * SA_WORDS_PER_PAGE] |= 1; break;              /* Free page. */
+        case 22: bm[pg[2] * SA_WORDS_PER_PAGE + 3] |= 4; break;          /* Run page. */
+        }
+        if (slotAllocAdoptBlock(200, y) != -1) {
+            printf("    corruption case %d was adopted\n", k);
+            return 1;
+        }
+        slotAllocSlotStats(200, &ss);
+        SA_CHECK(ss.detached_blocks == 1 && ss.blocks == 0);
+        slotAllocReleaseBlock(y);
+    }
+    /* The same block, intact, is adopted. */
+    SA_CHECK(slotAllocReserveBlocks(200, 1, &x.size, &y) == 0);
+    memcpy(y, x.addr, x.size);
+    SA_CHECK(slotAllocAdoptBlock(200, y) == 0 && saTestVerifyAll());
+    return 0;
+}
+
+/* Random byte flips in the header, page table and bitmap: adoption either
+ * refuses, or accepts a block that is consistent. Never crashes. */
+static int saTestAdoptFuzz(void) {
+    slotAllocBlockInfo x;
+    size_t accepted = 0, rejected = 0;
+    uint32_t pg[4];
+    void *y;
+
+    SA_CHECK(slotAllocInit(64 << 20, 256 << 10, 256 << 10) == 0);
+    SA_CHECK(saTestSmallDonor(&x, pg));
+    saBlock *b = saLookup(x.addr);
+    size_t span = (size_t)((saBlockHeader *)x.addr)->bitmap_off +
+                  (size_t)b->npages * SA_WORDS_PER_PAGE * 8;
+    for (int iter = 0; iter < 400; iter++) {
+        SA_CHECK(slotAllocReserveBlocks(200, 1, &x.size, &y) == 0);
+        memcpy(y, x.addr, x.size);
+        int flips = 1 + (int)(saTestRand() % 3);
+        for (int f = 0; f < flips; f++) {
+            uint64_t r = saTestRand();
+            /* Half of the flips hit the fixed header or the tables in use. */
+            size_t off = r % 2 ? (r >> 8) % 64 :
+                         (r >> 8) % 2 ? 64 + (r >> 16) % (b->npages * 4) :
+                         (r >> 16) % span;
+            ((unsigned char *)y)[off] ^= (unsigned char)(1 + (r >> 40) % 255);
+        }
+        if (slotAllocAdoptBlock(200, y) == 0) {
+            accepted++;
+            SA_CHECK(saTestVerifyAll());
+            slotAllocReleaseSlot(200);
+        } else {
+            rejected++;
+            slotAllocReleaseBlock(y);
+        }
+    }
+    SA_CHECK(rejected > 0 && saTestVerifyAll());
+    return 0;
+}
+
+static int saTestInitArgs(void) {
+    size_t bad = 100000;
+    void *addr;
+
+    SA_CHECK(slotAllocMalloc(0, 10) == NULL);           /* Not initialized. */
+    SA_CHECK(slotAllocInit(64 << 20, 3 << 16, 0) == -1 && errno == EINVAL);
+    SA_CHECK(slotAllocInit(64 << 20, 1 << 20, 1 << 19) == -1 && errno == EINVAL);
+    SA_CHECK(slotAllocInit(64 << 20, 0, 128 << 20) == -1 && errno == EINVAL);
+    SA_CHECK(slotAllocInit(32 << 10, 0, 0) == -1 && errno == EINVAL);
+    SA_CHECK(slotAllocInit(64 << 20, 0, 0) == 0);
+    SA_CHECK(slotAllocInit(64 << 20, 0, 0) == -1 && errno == EBUSY);
+    SA_CHECK(slotAllocMalloc(-1, 10) == NULL && slotAllocMalloc(SLOTALLOC_NUM_SLOTS, 10) == NULL);
+    SA_CHECK(slotAllocReserveBlocks(1, 1, &bad, &addr) == -1 && errno == EINVAL);
+    SA_CHECK(slotAllocReserveBlocks(-1, 0, &bad, &addr) == -1);
+    SA_CHECK(slotAllocAdoptBlock(1, &bad) == -1 && !slotAllocBlockIsSparse(&bad, 1.0));
+    return 0;
+}
+
+int slotAllocTest(int argc, char **argv, int flags) {
+    static const struct {
+        const char *name;
+        int (*fn)(void);
+    } tests[] = {
+        {"init arguments", saTestInitArgs},
+        {"size classes", saTestClasses},
+        {"alloc/free/usable size across classes and huge", saTestBasic},
+        {"slab chunk reuse and empty slab release", saTestSlabs},
+        {"pointer ownership and slot lookup", saTestOwnership},
+        {"calloc zeroes reused memory", saTestCalloc},
+        {"exhaustion of a small range returns NULL and recovers", saTestExhaustion},
+        {"random alloc/free mix across slots with content checks", saTestFragmentation},
+        {"empty blocks go back to the OS and ranges are reused", saTestBlockReuse},
+        {"release of a whole slot", saTestReleaseSlot},
+        {"realloc across classes keeps contents", saTestRealloc},
+        {"stats match live allocations, sparse blocks", saTestStats},
+        {"double free and bad pointers panic", saTestMisuse},
+        {"frees from another thread during allocations", saTestThreads},
+        {"reserve + adopt keeps allocations, free space usable", saTestAdopt},
+        {"adopt rejects corrupted header, page table, bitmap", saTestAdoptRejects},
+        {"adopt survives random corruption", saTestAdoptFuzz},
+    };
+    int failed = 0;
+
+    (void)argc;
+    (void)argv;
+    (void)flags;
+    for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+        int err = tests[i].fn();
+        if (!err && sa.initialized && !saTestVerifyAll()) err = 1;
+        slotAllocShutdown();
+        printf("[%s]: slotalloc - %s\n", err ? "err" : "ok", tests[i].name);
+        failed += err != 0;
+    }
+    printf("slotalloc: %d of %zu tests failed\n", failed, sizeof(tests) / sizeof(tests[0]));
+    return failed != 0;
+}
+#endif

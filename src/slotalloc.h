@@ -93,14 +93,40 @@ int slotAllocOwns(const void *p);
 int slotAllocSlotOf(const void *p);
 void *slotAllocBlockOf(const void *p);
 
-/* Migration. */
+/* Migration.
+ *
+ * SlotBlocks: fills out[] with up to max of the slot's active blocks and
+ * returns how many it has (detached ones are not listed).
+ *
+ * ReserveBlocks (recipient): creates nblocks "detached" blocks of the given
+ * sizes (multiples of SLOTALLOC_UNIT_SIZE) for the slot: zero, writable,
+ * not used for allocation. All or nothing.
+ *
+ * AdoptBlock (recipient): addr is a detached block of this slot into which
+ * a donor block was copied byte for byte. Validates the header, page table
+ * and bitmap it finds there (never trusting a value: bad content gives -1
+ * and leaves the block detached), then makes it part of the slot's arena:
+ * live allocations keep their offsets and usable sizes, free space becomes
+ * allocatable. The header's slot and origin address are rewritten to the
+ * recipient's, so read the donor's origin first if pointers need patching.
+ * Nothing may write the block during the call.
+ *
+ * ReleaseBlock drops one detached block (a failed migration). ReleaseSlot
+ * drops every block of the slot, active and detached, at once: all its
+ * pointers become invalid, so no other thread may still free them. */
 size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max);
 int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void **addrs);
 int slotAllocAdoptBlock(int slot, void *addr);
 void slotAllocReleaseBlock(void *addr);
 void slotAllocReleaseSlot(int slot);
 
-/* Housekeeping and stats. */
+/* Housekeeping and stats.
+ *
+ * Trim releases every slot's cached empty block (at most one per slot is
+ * kept to avoid thrashing) and returns the bytes given back to the OS.
+ * BlockIsSparse is a compaction hint: 1 if the active normal block at
+ * block_addr uses less than threshold (0..1) of its data pages. Stats are
+ * lock free snapshots of exact counters. */
 size_t slotAllocTrim(void);
 int slotAllocBlockIsSparse(void *block_addr, double threshold);
 void slotAllocGetStats(slotAllocStats *st);

@@ -29,20 +29,30 @@ if [ $stale = 1 ] || [ ! -x "$vanilla/src/redis-server" ]; then
     touch "$vanilla/.prepared"
 fi
 
-# outcome TREE UNIT NAME: "[ok]" / "[err]: <first line of the failure>"
+# outcome TREE UNIT NAME: "[ok]", "[err]: <first line of the failure>" or
+# "[exception]: <message>" (an error that aborts the whole suite)
 outcome() {
     local out
     out=$(cd "$1" && ./runtest --clients 1 --single "$2" --only "$3" 2>&1 |
           sed 's/\x1b\[[0-9;]*m//g')
     if printf '%s\n' "$out" | grep -q '^\[ok\]:'; then echo "[ok]"
-    else printf '%s\n' "$out" | grep -A1 -m1 '^\[err\]:' | tail -1 | sed 's/^/[err]: /'; fi
+    elif printf '%s\n' "$out" | grep -q '^\[err\]:'; then
+        printf '%s\n' "$out" | grep -A1 -m1 '^\[err\]:' | tail -1 | sed 's/^/[err]: /'
+    else
+        printf '%s\n' "$out" | grep -m1 '^\[exception\]:' || echo "[none]: the test did not run"
+    fi
 }
 
 status=0
 while IFS= read -r line; do
     name=$(printf '%s\n' "$line" | sed -n 's/^unit: \(.*\) -- .*/\1/p')
     [ -n "$name" ] || continue
-    file=$(grep -rlF "test {$name}" "$ours/tests/unit" "$ours/tests/integration" | head -1)
+    # A /regexp entry is searched for as a pattern ($vars in test names
+    # match its wildcards); a plain name literally.
+    case "$name" in
+        /*) file=$(grep -rlE "test [{\"]${name#/}" "$ours/tests/unit" "$ours/tests/integration" | head -1) ;;
+        *) file=$(grep -rlF "test {$name}" "$ours/tests/unit" "$ours/tests/integration" | head -1) ;;
+    esac
     [ -n "$file" ] || { echo "check-skips: cannot find the unit of '$name'"; status=1; continue; }
     unit=${file#"$ours/tests/"}; unit=${unit%.tcl}
     a=$(outcome "$vanilla" "$unit" "$name")
