@@ -110,6 +110,11 @@
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
+/* mmap flags (MAP_ANONYMOUS, MAP_NORESERVE) and madvise() are not in strict
+ * C11, which Redis compiles with. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "slotalloc.h"
 
 #include <assert.h>

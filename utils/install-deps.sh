@@ -9,7 +9,7 @@ set -euo pipefail
 what=${1:-all}
 
 pkgs_build="build-essential pkg-config libibverbs-dev librdmacm-dev ca-certificates"
-pkgs_test="tcl procps"
+pkgs_test="tcl procps valgrind"
 pkgs_rdma="rdma-core ibverbs-providers ibverbs-utils qemu-system-x86 busybox-static kmod cpio iproute2"
 case "$what" in
     build) want="$pkgs_build" ;;

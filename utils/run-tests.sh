@@ -6,7 +6,9 @@
 #   cluster  upstream's ./runtest-cluster
 #   ours     our tests: Tcl units under tests/unit/rdmamig/ (through
 #            ./runtest --single, so they use upstream's helpers and leak
-#            checks) and the build-system tests tests/build/*.sh
+#            checks), C unit tests (tests/c/<name>-test-main.c running the
+#            REDIS_TEST code of src/<name>.c) and the build-system tests
+#            tests/build/*.sh
 # Default: all three. Upstream tests that cannot pass on this machine for
 # reasons unrelated to our patches are listed, each with its reason, in
 # tests/upstream-skip.txt; nothing else is skipped.
@@ -89,6 +91,38 @@ run_ours() {
         rc=${PIPESTATUS[0]}
     fi
     pass=$(count '^\[ok\]:' "$log"); fail=$(count '^\[(err|exception)\]:' "$log")
+    # C unit tests: tests/c/<name>-test-main.c + src/<name>.c, built with
+    # REDIS_TEST (the same code `redis-server test <name>` runs in a
+    # REDIS_TEST build) into a standalone runner.
+    mkdir -p "$repo/build/tests"
+    for t in "$repo"/tests/c/*-test-main.c; do
+        [ -e "$t" ] || continue
+        local name bin
+        name=$(basename "$t" -test-main.c); bin="$repo/build/tests/$name-test"
+        echo "run-tests: C unit tests of src/$name.c" | tee -a "$log"
+        if ! cc -std=c11 -D_GNU_SOURCE -DREDIS_TEST -pthread -O2 -g -Wall -Wextra -Werror \
+                -I "$repo/src" -o "$bin" "$repo/src/$name.c" "$t" 2>&1 | tee -a "$log"; then
+            echo "[err]: $name: C unit tests do not compile" | tee -a "$log"
+            fail=$((fail + 1)); rc=1; continue
+        fi
+        "$bin" > "$log.tmp" 2>&1
+        [ $? = 0 ] || rc=1
+        cat "$log.tmp"; cat "$log.tmp" >> "$log"
+        pass=$((pass + $(count '^\[ok\]:' "$log.tmp")))
+        fail=$((fail + $(count '^\[err\]:' "$log.tmp")))
+        rm -f "$log.tmp"
+        # Once more under valgrind: no invalid access, no leak.
+        if valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+                "$bin" > "$log.tmp" 2>&1; then
+            echo "[ok]: $name - C unit tests clean under valgrind" | tee -a "$log"
+            pass=$((pass + 1))
+        else
+            tail -30 "$log.tmp" | tee -a "$log"
+            echo "[err]: $name - C unit tests clean under valgrind" | tee -a "$log"
+            fail=$((fail + 1)); rc=1
+        fi
+        rm -f "$log.tmp"
+    done
     for t in "$repo"/tests/build/*.sh; do
         [ -e "$t" ] || continue
         echo "run-tests: $(basename "$t")" | tee -a "$log"
