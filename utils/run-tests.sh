@@ -43,6 +43,9 @@ skip_entries() {
 
 total_pass=0 total_fail=0 status=0
 record() { # suite passed failed rc
+    # A suite that exited non-zero without a failed test (it crashed, or
+    # could not start) still counts as one failure.
+    set -- "$1" "$2" "$(( $3 == 0 && $4 != 0 ? 1 : $3 ))" "$4"
     echo "$2 $3" > "$logs/$1.counts"
     total_pass=$((total_pass + $2)); total_fail=$((total_fail + $3))
     echo "run-tests: $1: $2 passed, $3 failed (exit $4)"
