@@ -33,6 +33,16 @@ suites=${*:-unit cluster ours}
 [ -x "$tree/src/redis-server" ] || { echo "run-tests: build first (make)" >&2; exit 1; }
 mkdir -p "$logs"
 
+# ./runtest's test server listens on baseport-32 and its servers use the
+# ports above baseport: pick a base whose test-server port is free, so a
+# second suite running on the same machine (another checkout, a developer's
+# run) does not make this one fail to start.
+baseport=21111
+for k in 0 1 2 3 4 5 6 7 8 9; do
+    baseport=$((21111 + k * 1000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$((baseport - 32))") 2>/dev/null || break
+done
+
 # Colors make the logs hard to count; strip them.
 nocolor() { sed -u 's/\x1b\[[0-9;]*m//g'; }
 
@@ -58,7 +68,7 @@ run_unit() {
     skip_entries unit > "$skipfile"
     echo "run-tests: upstream unit suite ($(wc -l < "$skipfile") tests skipped, see tests/upstream-skip.txt)"
     (cd "$tree" && ./runtest --clients "$clients" --timeout "$timeout" \
-        --skipfile "$skipfile") 2>&1 | nocolor | tee "$log"
+        --baseport "$baseport" --skipfile "$skipfile") 2>&1 | nocolor | tee "$log"
     local rc=${PIPESTATUS[0]}
     record unit "$(count '^\[ok\]:' "$log")" \
         "$(count '^\[(err|exception)\]:' "$log")" "$rc"
@@ -89,7 +99,8 @@ run_ours() {
         args+=(--single "unit/rdmamig/$(basename "$t" .tcl)")
     done
     if [ ${#args[@]} -gt 0 ]; then
-        (cd "$tree" && ./runtest --clients 2 --timeout "$timeout" "${args[@]}") 2>&1 |
+        (cd "$tree" && ./runtest --clients 2 --timeout "$timeout" --baseport "$baseport" \
+            "${args[@]}") 2>&1 |
             nocolor | tee -a "$log"
         rc=${PIPESTATUS[0]}
     fi
