@@ -1080,6 +1080,11 @@ int slotAllocOwns(const void *p) {
     return saLookup(p) != NULL;
 }
 
+void *slotAllocRange(size_t *bytes) {
+    if (bytes) *bytes = sa.initialized ? sa.range_bytes : 0;
+    return sa.initialized ? sa.base : NULL;
+}
+
 int slotAllocSlotOf(const void *p) {
     saBlock *b = saLookup(p);
     return b ? b->slot : -1;
@@ -1655,10 +1660,20 @@ static int saTestOwnership(void) {
     char *m = calloc(1, 100);
     void *p, *q;
 
+    size_t len = 1;
+
     SA_CHECK(slotAllocOwns(m) == 0);        /* Not initialized yet. */
+    SA_CHECK(slotAllocRange(&len) == NULL && len == 0);
     SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
     p = slotAllocMalloc(7, 100);
     q = slotAllocMalloc(9, 100);
+    /* Every pointer of ours is in the published range (zmalloc's check). */
+    char *start = slotAllocRange(&len);
+    SA_CHECK(start == sa.base && len == 256 << 20);
+    SA_CHECK((uintptr_t)p - (uintptr_t)start < len &&
+             (uintptr_t)q - (uintptr_t)start < len &&
+             (uintptr_t)m - (uintptr_t)start >= len &&
+             (uintptr_t)&local - (uintptr_t)start >= len);
     SA_CHECK(!slotAllocOwns(&local) && !slotAllocOwns(m) && !slotAllocOwns(NULL) &&
              !slotAllocOwns(&sa_test_static));
     SA_CHECK(slotAllocSlotOf(&local) == -1 && slotAllocSlotOf(m) == -1 &&

@@ -90,6 +90,11 @@ size_t slotAllocUsableSize(const void *p);
 /* Lookups, O(1), lock free. A pointer is ours when it lies in a block
  * (active or detached) of the reserved range. */
 int slotAllocOwns(const void *p);
+/* The reserved range: returns its start and stores its length in *bytes (0
+ * and NULL before slotAllocInit). Every pointer the allocator hands out lies
+ * in [start, start + *bytes), and nothing else does: callers that route
+ * pointers by address (zmalloc) check that range first. */
+void *slotAllocRange(size_t *bytes);
 int slotAllocSlotOf(const void *p);
 void *slotAllocBlockOf(const void *p);
 
