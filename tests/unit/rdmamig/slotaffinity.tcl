@@ -1,0 +1,383 @@
+# Slot affinity (src/slotcompact.c, src/slotalloc.c): keys' memory moved
+# into per-slot blocks by DEBUG SLOTCOMPACT, and every normal free /
+# realloc / size path of Redis working on it (zmalloc routing).
+#
+# The same commands go to two cluster-mode servers: one with slot-affinity
+# yes (relocating), a reference with slot-affinity no. Their DEBUG DIGEST
+# must stay equal through relocation, overwrites, growth, deletion,
+# lazyfree, expiry and DEBUG RELOAD.
+
+# Cluster mode has db 0 only: the test framework must not SELECT.
+set old_singledb $::singledb
+set ::singledb 1
+
+proc sa_cluster_ok {level} {
+    r $level cluster addslotsrange 0 16383
+    wait_for_condition 50 100 {
+        [regexp {cluster_state:ok} [r $level cluster info]]
+    } else {
+        fail "cluster never became ok"
+    }
+}
+
+proc sa_info {level field} {
+    getInfoProperty [r $level info slotalloc] $field
+}
+
+# CLUSTER SLOTBLOCKS reply (RESP2 flat array) as a Tcl dict.
+proc sa_slotblocks {level slot} {
+    r $level cluster slotblocks $slot
+}
+
+# Run one command on both servers (-1: reference, 0: relocating).
+proc sa_both {args} {
+    set a [r -1 {*}$args]
+    set b [r 0 {*}$args]
+    assert_equal $a $b
+    return $b
+}
+
+proc sa_digests_equal {} {
+    assert_equal [r -1 debug digest] [r 0 debug digest]
+}
+
+# Load string keys of every flavour into both servers: embstr (<= 44
+# bytes), raw, a few 1MB values, integers (small ones are shared objects),
+# some with a TTL. Returns the list of slots used.
+proc sa_load {prefix n} {
+    set slots {}
+    for {set i 0} {$i < $n} {incr i} {
+        set k "$prefix:$i:[randstring 0 12 alpha]"
+        switch [expr {$i % 6}] {
+            0 { set v [randstring 1 44 binary] }
+            1 { set v [randstring 45 3000 binary] }
+            2 { set v [expr {$i * 1000003}] }
+            3 { set v [expr {$i % 100}] }
+            4 { set v [randstring 20000 40000 alpha] }
+            5 { set v [randstring 1 200 alpha] }
+        }
+        if {$i % 5 == 0} {
+            sa_both set $k $v ex 100000
+        } else {
+            sa_both set $k $v
+        }
+        dict set slots [r 0 cluster keyslot $k] 1
+    }
+    for {set i 0} {$i < 4} {incr i} {
+        set k "$prefix:big:$i"
+        sa_both set $k [string repeat [format %c [expr {65 + $i}]] [expr {1024*1024 + $i*1000}]]
+        if {$i % 2} { sa_both pexpire $k 10000000 }
+        dict set slots [r 0 cluster keyslot $k] 1
+    }
+    dict keys $slots
+}
+
+# Sum CLUSTER SLOTBLOCKS over slots.
+proc sa_blocks_total {slots} {
+    set tot [dict create keys 0 keys_in_blocks 0 bytes 0 bytes_in_blocks 0]
+    foreach s $slots {
+        set d [sa_slotblocks 0 $s]
+        assert_equal [r 0 cluster countkeysinslot $s] [dict get $d keys]
+        foreach f {keys keys_in_blocks bytes bytes_in_blocks} {
+            dict incr tot $f [dict get $d $f]
+        }
+    }
+    return $tot
+}
+
+start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmamig}} {
+    sa_cluster_ok -1
+    sa_cluster_ok 0
+
+    test {Slot affinity: configuration and INFO slotalloc} {
+        assert_equal {slot-affinity yes} [r 0 config get slot-affinity]
+        assert_equal {slot-affinity no} [r -1 config get slot-affinity]
+        assert_equal [expr {64*1024*1024*1024}] [lindex [r 0 config get slot-affinity-reserve] 1]
+        assert_equal 65536 [lindex [r 0 config get slot-affinity-min-block] 1]
+        assert_equal 4194304 [lindex [r 0 config get slot-affinity-max-block] 1]
+        assert_error {*immutable*} {r 0 config set slot-affinity-reserve 1gb}
+        assert_error {*immutable*} {r 0 config set slot-affinity-max-block 8mb}
+        # The section is in the default set and in 'all', once.
+        assert_equal 1 [regexp -all {# Slotalloc} [r 0 info]]
+        assert_equal 1 [regexp -all {# Slotalloc} [r 0 info all]]
+        assert_equal 1 [regexp -all {# Slotalloc} [r 0 info everything]]
+        assert_equal 0 [regexp -all {# Slotalloc} [r 0 info memory]]
+        assert_equal 1 [sa_info 0 slotalloc_enabled]
+        assert_equal 0 [sa_info -1 slotalloc_enabled]
+        assert_equal [expr {64*1024*1024*1024}] [sa_info 0 slotalloc_range_bytes]
+        assert_equal 0 [sa_info -1 slotalloc_range_bytes]
+        foreach f {slotalloc_blocks slotalloc_reserved_bytes slotalloc_used_bytes
+                   slotalloc_free_bytes slotalloc_relocated_keys
+                   slotalloc_relocated_bytes slotalloc_compaction_usec} {
+            assert {[string is integer -strict [sa_info 0 $f]]}
+        }
+    }
+
+    test {Slot affinity: argument errors} {
+        assert_error {*out of range slot*} {r 0 cluster slotblocks 16384}
+        assert_error {*out of range slot*} {r 0 cluster slotblocks -1}
+        assert_error {*out of range slot*} {r 0 cluster slotblocks abc}
+        assert_error {*wrong number of arguments*} {r 0 cluster slotblocks}
+        assert_error {*out of range slot*} {r 0 debug slotcompact 16384}
+        assert_error {*out of range slot*} {r 0 debug slotcompact foo}
+        assert_error {*slot-affinity is disabled*} {r -1 debug slotcompact all}
+        # An empty slot: nothing anywhere.
+        assert_equal {blocks 0 block_bytes 0 keys 0 keys_in_blocks 0 bytes 0 bytes_in_blocks 0} \
+            [r 0 cluster slotblocks 1234]
+        assert_equal 0 [r 0 debug slotcompact 1234]
+    }
+
+    set slots [sa_load k 1200]
+
+    test {Slot affinity: DEBUG SLOTCOMPACT ALL keeps every value (digest)} {
+        set before [r 0 debug digest]
+        assert_equal $before [r -1 debug digest]
+        set used_before [s 0 used_memory]
+        set moved [r 0 debug slotcompact all]
+        # Every string key had at least its name moved.
+        assert_equal [r 0 dbsize] $moved
+        assert_equal $before [r 0 debug digest]
+        assert_equal $moved [sa_info 0 slotalloc_relocated_keys]
+        assert {[sa_info 0 slotalloc_blocks] > 0}
+        assert {[sa_info 0 slotalloc_used_bytes] > 1200*16 + 4*1024*1024}
+        assert {[sa_info 0 slotalloc_relocated_bytes] >= [sa_info 0 slotalloc_used_bytes]}
+        # Accounting follows the moved memory: used_memory counts blocks'
+        # usable sizes, so it changes by far less than what moved.
+        set delta [expr {[s 0 used_memory] - $used_before}]
+        assert {abs($delta) < [sa_info 0 slotalloc_used_bytes] / 4}
+        # Nothing is left to move.
+        assert_equal 0 [r 0 debug slotcompact all]
+    }
+
+    test {Slot affinity: CLUSTER SLOTBLOCKS says the keys live in blocks} {
+        set tot [sa_blocks_total $slots]
+        assert_equal [r 0 dbsize] [dict get $tot keys]
+        assert {[dict get $tot bytes_in_blocks] >= 0.99 * [dict get $tot bytes]}
+        assert_equal [dict get $tot keys] [dict get $tot keys_in_blocks]
+        # The reference has nothing in blocks, but the same keys.
+        set s [lindex $slots 0]
+        set d [r -1 cluster slotblocks $s]
+        assert_equal 0 [dict get $d bytes_in_blocks]
+        assert_equal [r 0 cluster countkeysinslot $s] [dict get $d keys]
+        # MEMORY USAGE sees block memory through the same size queries: for
+        # a slot holding one key, it differs from the reference's by what
+        # the key's allocations differ in usable size (block size classes
+        # are not jemalloc's).
+        set checked 0
+        foreach s $slots {
+            if {[r 0 cluster countkeysinslot $s] != 1} continue
+            set k [lindex [r 0 cluster getkeysinslot $s 1] 0]
+            set bm [dict get [r 0 cluster slotblocks $s] bytes]
+            set br [dict get [r -1 cluster slotblocks $s] bytes]
+            assert_equal [expr {[r 0 memory usage $k] - [r -1 memory usage $k]}] \
+                [expr {$bm - $br}]
+            if {[incr checked] == 50} break
+        }
+        assert_equal 50 $checked
+    }
+
+    test {Slot affinity: RESP3 map reply} {
+        r 0 hello 3
+        set d [r 0 cluster slotblocks [lindex $slots 0]]
+        r 0 hello 2
+        assert_equal {blocks block_bytes keys keys_in_blocks bytes bytes_in_blocks} [dict keys $d]
+        assert {[dict get $d blocks] >= 1}
+    }
+
+    test {Slot affinity: reads, overwrite, APPEND and SETRANGE growth on block memory} {
+        set keys [r 0 keys k:*]
+        set i 0
+        foreach k $keys {
+            assert_equal [r -1 get $k] [r 0 get $k]
+            switch [expr {$i % 5}] {
+                0 { sa_both append $k [randstring 1 30 alpha] }
+                1 { sa_both append $k [randstring 100 5000 alpha] }
+                2 { sa_both setrange $k [expr {[r 0 strlen $k] + 7}] "grown" }
+                3 { sa_both set $k [randstring 1 100 alpha] }
+                4 { sa_both getrange $k 0 10 }
+            }
+            incr i
+        }
+        # Growing 1MB values reallocates huge blocks.
+        foreach k [r 0 keys k:big:*] {
+            sa_both append $k [string repeat z 70000]
+            sa_both setrange $k 3000000 end
+        }
+        sa_digests_equal
+        # Integers: INCR replaces the value object.
+        sa_both set counter 12345678901
+        r 0 debug slotcompact [r 0 cluster keyslot counter]
+        sa_both incrby counter 5
+        sa_digests_equal
+    }
+
+    test {Slot affinity: relocate again after the changes} {
+        set before [r 0 debug digest]
+        assert {[r 0 debug slotcompact all] > 0}
+        assert_equal $before [r 0 debug digest]
+        set tot [sa_blocks_total [concat $slots [r 0 cluster keyslot counter]]]
+        assert {[dict get $tot bytes_in_blocks] >= 0.99 * [dict get $tot bytes]}
+        sa_digests_equal
+    }
+
+    test {Slot affinity: EXPIRE, PERSIST, TTLs and expiry of relocated keys} {
+        set keys [lrange [r 0 keys k:*] 0 199]
+        set i 0
+        foreach k $keys {
+            switch [expr {$i % 3}] {
+                0 { sa_both pexpire $k 1 }
+                1 { sa_both expire $k 100000 }
+                2 { sa_both persist $k }
+            }
+            incr i
+        }
+        wait_for_condition 100 50 {
+            [r 0 dbsize] == [r -1 dbsize] && [s 0 expired_keys] >= 67 && [s -1 expired_keys] >= 67
+        } else {
+            fail "keys did not expire"
+        }
+        sa_digests_equal
+        # A relocated key whose name is shared with the expires dict.
+        sa_both set ttlkey [string repeat v 500] ex 1000
+        assert_equal 1 [r 0 debug slotcompact [r 0 cluster keyslot ttlkey]]
+        assert_range [r 0 ttl ttlkey] 900 1000
+        sa_both pexpire ttlkey 1
+        wait_for_condition 50 50 {
+            [r 0 exists ttlkey] == 0 && [r -1 exists ttlkey] == 0
+        } else {
+            fail "ttlkey did not expire"
+        }
+        sa_digests_equal
+    }
+
+    test {Slot affinity: DEL, UNLINK and lazyfree-lazy-user-del free block memory} {
+        r 0 config set lazyfree-lazy-user-del yes
+        r -1 config set lazyfree-lazy-user-del yes
+        set keys [r 0 keys k:*]
+        set i 0
+        foreach k $keys {
+            if {$i % 4 == 0} { sa_both del $k }
+            if {$i % 4 == 1} { sa_both unlink $k }
+            incr i
+        }
+        sa_both unlink k:big:0
+        sa_both del k:big:1
+        wait_lazyfree_done r
+        sa_digests_equal
+        r 0 config set lazyfree-lazy-user-del no
+        r -1 config set lazyfree-lazy-user-del no
+    }
+
+    test {Slot affinity: non-string keys are left where they are} {
+        sa_both rpush list a b c [string repeat x 100]
+        sa_both hset hash f1 v1 f2 [string repeat y 100]
+        sa_both sadd set 1 2 3 foo
+        sa_both zadd zset 1 a 2 b
+        sa_both xadd stream 1-1 f v
+        set skipped [sa_info 0 slotalloc_skipped_keys]
+        foreach k {list hash set zset stream} {
+            assert_equal 0 [r 0 debug slotcompact [r 0 cluster keyslot $k]]
+        }
+        assert_equal [expr {$skipped + 5}] [sa_info 0 slotalloc_skipped_keys]
+        foreach k {list hash set zset stream} {
+            assert_equal [r -1 type $k] [r 0 type $k]
+            set d [r 0 cluster slotblocks [r 0 cluster keyslot $k]]
+            assert_equal 0 [dict get $d keys_in_blocks]
+        }
+        sa_digests_equal
+        foreach k {list hash set zset stream} { sa_both del $k }
+    }
+
+    test {Slot affinity: DEBUG RELOAD of relocated keys} {
+        r 0 debug slotcompact all
+        set before [r 0 debug digest]
+        r 0 debug reload
+        assert_equal $before [r 0 debug digest]
+        sa_digests_equal
+        # Loaded keys are born in jemalloc; relocate them again.
+        assert {[r 0 debug slotcompact all] > 0}
+        assert_equal $before [r 0 debug digest]
+    }
+
+    test {Slot affinity: FLUSHALL ASYNC frees block memory on the lazyfree thread} {
+        assert {[sa_info 0 slotalloc_used_bytes] > 0}
+        r 0 flushall async
+        r -1 flushall async
+        wait_lazyfree_done r
+        assert_equal 0 [r 0 dbsize]
+        assert_equal 0 [sa_info 0 slotalloc_used_bytes]
+        assert_equal 0 [sa_info 0 slotalloc_live_allocs]
+        # Empty blocks are kept one per slot at most.
+        assert {[sa_info 0 slotalloc_blocks] == [sa_info 0 slotalloc_cached_empty_blocks]}
+        sa_digests_equal
+    }
+
+    test {Slot affinity: used_memory returns to its baseline (no accounting drift)} {
+        # Warm up so that every size class and block exists, then measure
+        # repeated cycles of set, relocate, grow, delete.
+        set k drift
+        set slot [r 0 cluster keyslot $k]
+        for {set round 0} {$round < 2} {incr round} {
+            if {$round == 1} { set base [s 0 used_memory] }
+            for {set i 0} {$i < 300} {incr i} {
+                r 0 set $k [string repeat a [expr {100 + ($i * 37) % 6000}]]
+                r 0 set $k:{$k} [expr {$i * 100000}]
+                r 0 debug slotcompact $slot
+                r 0 append $k [string repeat b [expr {($i * 53) % 3000}]]
+                r 0 setrange $k 9000 x
+                if {$i % 3} { r 0 expire $k 1000 }
+                r 0 del $k $k:{$k}
+            }
+            r 0 set big:{$k} [string repeat c 2000000]
+            r 0 debug slotcompact $slot
+            r 0 append big:{$k} xyz
+            r 0 del big:{$k}
+        }
+        set after [s 0 used_memory]
+        assert_equal 0 [sa_info 0 slotalloc_used_bytes]
+        # 300 cycles: a drift of even one chunk per cycle would show.
+        assert {abs($after - $base) < 1024}
+    }
+
+    test {Slot affinity: CONFIG SET slot-affinity no stops relocation, memory keeps working} {
+        sa_both set a:{x} [string repeat q 300]
+        r 0 debug slotcompact [r 0 cluster keyslot a:{x}]
+        r 0 config set slot-affinity no
+        assert_equal 0 [sa_info 0 slotalloc_enabled]
+        assert_error {*slot-affinity is disabled*} {r 0 debug slotcompact all}
+        sa_both append a:{x} more
+        sa_digests_equal
+        r 0 config set slot-affinity yes
+        assert_equal 1 [sa_info 0 slotalloc_enabled]
+        sa_both del a:{x}
+        assert_equal 0 [sa_info 0 slotalloc_used_bytes]
+    }
+}
+}
+
+start_server {overrides {slot-affinity yes} tags {external:skip rdmamig}} {
+    test {Slot affinity: inactive without cluster mode} {
+        assert_equal 0 [sa_info 0 slotalloc_enabled]
+        assert_equal 0 [sa_info 0 slotalloc_range_bytes]
+        assert_error {*cluster mode*} {r debug slotcompact all}
+        assert_error {*cluster support disabled*} {r cluster slotblocks 0}
+    }
+}
+
+start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
+    test {Slot affinity: CONFIG SET slot-affinity yes starts the allocator} {
+        assert_equal 0 [sa_info 0 slotalloc_range_bytes]
+        r config set slot-affinity yes
+        assert_equal 1 [sa_info 0 slotalloc_enabled]
+        assert {[sa_info 0 slotalloc_range_bytes] > 0}
+        sa_cluster_ok 0
+        r set foo bar
+        assert_equal 1 [r debug slotcompact all]
+        assert_equal 1 [dict get [r cluster slotblocks [r cluster keyslot foo]] keys_in_blocks]
+        r del foo
+        assert_equal 0 [sa_info 0 slotalloc_used_bytes]
+    }
+}
+
+set ::singledb $old_singledb
