@@ -60,6 +60,7 @@ static struct {
     long long relocated_bytes;      /* Usable bytes copied into blocks. */
     long long skipped_keys;         /* Keys of types not relocated yet. */
     long long compaction_usec;      /* Main thread time spent compacting. */
+    mstime_t last_trim;             /* Last release of cached empty blocks. */
 } sc = { .target_slot = -1 };
 
 /* The slot allocator as zmalloc's foreign allocator. */
@@ -138,6 +139,23 @@ int slotCompactIsValidBlockSize(long long val, const char **err) {
 
 int slotCompactEnabled(void) {
     return sc.initialized && server.slot_affinity && server.cluster_enabled;
+}
+
+/* ============================ Housekeeping ================================ */
+
+/* serverCron, main thread. The allocator keeps the last emptied block of
+ * each slot committed so that a slot growing and shrinking around a block
+ * boundary does not map and unmap on every key; after a flush that would
+ * pin up to one block per slot. At most once a second, release them all. */
+#define SLOTCOMPACT_TRIM_PERIOD_MS 1000
+void slotCompactCron(void) {
+    slotAllocStats st;
+
+    if (!sc.initialized || server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS)
+        return;
+    sc.last_trim = server.mstime;
+    slotAllocGetStats(&st);
+    if (st.cached_empty_blocks) slotAllocTrim();
 }
 
 /* ============================ INFO ======================================== */

@@ -18,6 +18,7 @@ struct client;
 int slotCompactInit(void);
 int slotCompactApplyAffinity(const char **err);
 int slotCompactIsValidBlockSize(long long val, const char **err);
+void slotCompactCron(void);
 
 /* Whether keys are being put into slot blocks (cluster mode, slot-affinity
  * yes, and the range could be reserved). */

@@ -8,7 +8,7 @@
 set -euo pipefail
 what=${1:-all}
 
-pkgs_build="build-essential pkg-config libibverbs-dev librdmacm-dev ca-certificates"
+pkgs_build="build-essential pkg-config python3 libibverbs-dev librdmacm-dev ca-certificates"
 pkgs_test="tcl procps valgrind"
 pkgs_rdma="rdma-core ibverbs-providers ibverbs-utils qemu-system-x86 busybox-static kmod cpio iproute2"
 case "$what" in

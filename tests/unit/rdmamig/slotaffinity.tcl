@@ -308,8 +308,14 @@ start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmami
         assert_equal 0 [r 0 dbsize]
         assert_equal 0 [sa_info 0 slotalloc_used_bytes]
         assert_equal 0 [sa_info 0 slotalloc_live_allocs]
-        # Empty blocks are kept one per slot at most.
+        # Empty blocks are kept one per slot at most, and given back to the
+        # OS by the cron within a second or so.
         assert {[sa_info 0 slotalloc_blocks] == [sa_info 0 slotalloc_cached_empty_blocks]}
+        wait_for_condition 50 100 {
+            [sa_info 0 slotalloc_blocks] == 0 && [sa_info 0 slotalloc_reserved_bytes] == 0
+        } else {
+            fail "emptied blocks were not released"
+        }
         sa_digests_equal
     }
 
