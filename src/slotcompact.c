@@ -78,22 +78,30 @@ static void slotCompactPanic(const char *msg) {
 
 /* ============================ Setup ======================================= */
 
+/* Both block sizes are checked one by one by the config table; this is
+ * the check between them. */
+static int slotCompactBlockSizesValid(void) {
+    return server.slot_affinity_min_block <= server.slot_affinity_max_block;
+}
+
 /* Reserve the slot allocator's range and route zmalloc to it. Main thread,
- * at startup in cluster mode or when CONFIG SET turns slot-affinity on.
- * Returns C_OK if the allocator is (already) running, C_ERR when it cannot
- * be: not in cluster mode, slot-affinity no, or the range could not be
- * reserved (logged; Redis then keeps every key in the general heap). */
+ * at startup (initServer, cluster mode) or when CONFIG SET turns
+ * slot-affinity on. Returns C_OK if the allocator is (already) running,
+ * C_ERR when it is not: not in cluster mode, slot-affinity no, or the
+ * range could not be reserved (logged; Redis then keeps every key in the
+ * general heap). At startup, min-block larger than max-block is a
+ * configuration error: the server exits, as for any invalid option. */
 int slotCompactInit(void) {
     size_t len;
     void *start;
 
     if (sc.initialized) return C_OK;
     if (!server.cluster_enabled || !server.slot_affinity) return C_ERR;
-    if (server.slot_affinity_min_block > server.slot_affinity_max_block) {
-        serverLog(LL_WARNING, "slot-affinity-min-block (%zu) is larger than "
-            "slot-affinity-max-block (%zu): slot affinity disabled",
+    if (!slotCompactBlockSizesValid()) {
+        serverLog(LL_WARNING, "slot-affinity-min-block (%zu) must not be "
+            "larger than slot-affinity-max-block (%zu)",
             server.slot_affinity_min_block, server.slot_affinity_max_block);
-        return C_ERR;
+        exit(1);
     }
     slotAllocSetPanicHandler(slotCompactPanic);
     if (slotAllocInit(server.slot_affinity_reserve,
@@ -118,9 +126,13 @@ int slotCompactInit(void) {
  * allocator if it was not running. Turning it off stops relocation only;
  * keys already in blocks stay there and keep working. */
 int slotCompactApplyAffinity(const char **err) {
-    if (server.slot_affinity && server.cluster_enabled && !sc.initialized &&
-        slotCompactInit() == C_ERR)
-    {
+    if (!server.slot_affinity || !server.cluster_enabled || sc.initialized)
+        return 1;
+    if (!slotCompactBlockSizesValid()) {
+        *err = "slot-affinity-min-block is larger than slot-affinity-max-block";
+        return 0;
+    }
+    if (slotCompactInit() == C_ERR) {
         *err = "cannot reserve the slot allocator's address space (see the log)";
         return 0;
     }

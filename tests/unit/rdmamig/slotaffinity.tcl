@@ -363,6 +363,17 @@ start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmami
 }
 
 start_server {overrides {slot-affinity yes} tags {external:skip rdmamig}} {
+    test {Slot affinity: invalid block sizes are refused at startup} {
+        set dir [tmpdir slotaffinity]
+        set port [find_available_port $::baseport $::portcount]
+        catch {exec src/redis-server --port $port --dir $dir \
+                   --slot-affinity-min-block 100kb} out
+        assert_match {*slot-affinity-min-block*must be a power of two*} $out
+        catch {exec src/redis-server --port $port --dir $dir --cluster-enabled yes \
+                   --slot-affinity-min-block 8mb --slot-affinity-max-block 1mb} out
+        assert_match {*must not be larger than slot-affinity-max-block*} $out
+    }
+
     test {Slot affinity: inactive without cluster mode} {
         assert_equal 0 [sa_info 0 slotalloc_enabled]
         assert_equal 0 [sa_info 0 slotalloc_range_bytes]
