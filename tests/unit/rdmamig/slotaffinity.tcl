@@ -300,6 +300,22 @@ start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmami
         assert_equal $before [r 0 debug digest]
     }
 
+    test {Slot affinity: BGSAVE and BGREWRITEAOF children read block memory} {
+        set before [r 0 debug digest]
+        r 0 bgsave
+        waitForBgsave r
+        r 0 debug reload nosave
+        assert_equal $before [r 0 debug digest]
+        assert {[r 0 debug slotcompact all] > 0}
+        r 0 config set appendonly yes
+        waitForBgrewriteaof r
+        r 0 debug loadaof
+        assert_equal $before [r 0 debug digest]
+        r 0 config set appendonly no
+        assert {[r 0 debug slotcompact all] > 0}
+        assert_equal $before [r 0 debug digest]
+    }
+
     test {Slot affinity: FLUSHALL ASYNC frees block memory on the lazyfree thread} {
         assert {[sa_info 0 slotalloc_used_bytes] > 0}
         r 0 flushall async
