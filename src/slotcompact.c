@@ -8,35 +8,45 @@
  *
  * Routing. At startup (initServer, after clusterInit) slotCompactInit()
  * reserves the allocator's virtual range and hands zmalloc the range and a
- * table of the allocator's functions (zmalloc_set_foreign, patch 0004). From
- * then on zfree, zrealloc, zmalloc_size and their variants route any
- * pointer inside the range to the slot allocator and account used_memory in
- * its usable sizes, so every existing free/realloc/size path of Redis (DEL,
- * lazyfree on a BIO thread, APPEND growing an sds, MEMORY USAGE, FLUSHALL
- * ASYNC, ...) works unchanged on memory that lives in slot blocks. Nothing
- * allocates in blocks by itself: new keys are born in jemalloc.
+ * table of the allocator's functions (zmalloc_set_foreign, our zmalloc
+ * patch). From then on zfree, zrealloc, zmalloc_size and their variants
+ * route any pointer inside the range to the slot allocator and account
+ * used_memory in its usable sizes, so every existing free/realloc/size path
+ * of Redis (DEL, lazyfree on a BIO thread, APPEND growing an sds, MEMORY
+ * USAGE, FLUSHALL ASYNC, fork children dismissing pages...) works unchanged
+ * on memory that lives in slot blocks. A realloc stays in the pointer's
+ * slot. Nothing allocates in blocks by itself: new keys are born in
+ * jemalloc.
  *
  * Relocation ("slot compaction"). Keys get into their slot's blocks by
  * being moved on the main thread. We do not write a second traversal of
  * Redis objects: active defrag (defrag.c) already knows how to move each
  * allocation of a key and fix every pointer to it, and asks one function,
- * activeDefragAlloc(), where each copy goes. Patch 0006 lets that target be
- * plugged (activeDefragAllocTarget); while we compact slot S it points at
- * slotCompactMove(), which copies an allocation into S's arena (unless it
- * already is there) and frees the old one. We then call defrag's own
- * helpers on the key: activeDefragSds() for the key name and
+ * activeDefragAlloc(), where each copy goes. Our defrag patch lets that
+ * target be plugged (activeDefragAllocTarget); while we compact slot S it
+ * points at slotCompactMove(), which copies an allocation into S's arena
+ * (unless it already is there) and frees the old one. We then call
+ * defrag's own helpers on the key: activeDefragSds() for the key name and
  * activeDefragStringOb() for the value (robj, and its raw sds or embedded
- * string; it skips objects with refcount != 1, so shared objects and shared
- * integers stay where they are). The key name is shared with the expires
- * dict; like defragKey() we find that entry by pointer and hash and fix its
- * key, but we leave the expires dictEntry itself in jemalloc (defragKey
- * moves it; here it would put foreign dict nodes into the slot's blocks).
- * dictEntries of the main dict stay in jemalloc too: the recipient of a
- * migration rebuilds them. For now only string keys are relocated; a key
- * of any other type is left exactly where it is and counted as skipped.
+ * string; it skips objects with refcount != 1, so shared objects and
+ * shared integers stay where they are). The key name is shared with the
+ * expires dict; like defragKey() we find that entry by pointer and hash
+ * and fix its key, but we leave the expires dictEntry itself in jemalloc
+ * (defragKey moves it; here it would put dict nodes into the slot's
+ * blocks). dictEntries of the main dict stay in jemalloc too: the
+ * recipient of a migration rebuilds them. For now only string keys are
+ * relocated; a key of any other type is left exactly where it is and
+ * counted as skipped.
+ *
+ * Ownership. In cluster mode a value cannot change slot (RENAME, COPY,
+ * SMOVE... need both keys in one slot; MIGRATE/RESTORE build new objects),
+ * so what lies in slot S's blocks belongs to keys of slot S, or to shared
+ * objects never moved. Releasing a slot's blocks wholesale after a
+ * migration relies on that; anything that breaks it must relocate first.
  *
  * Compaction here runs synchronously for DEBUG SLOTCOMPACT; the background
- * cycle within a CPU budget comes later.
+ * cycle within a CPU budget comes later. slotCompactCron() gives emptied
+ * blocks back to the OS.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
