@@ -413,4 +413,55 @@ start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:sk
     }
 }
 
+# Stock MIGRATE of relocated keys: DUMP reads block memory on the donor,
+# the donor's delete gives it back, the recipient relocates what it got.
+start_cluster 2 0 {tags {external:skip cluster rdmamig}} {
+    test {Slot affinity: MIGRATE a slot of relocated keys to another node} {
+        # A hash tag whose slot node 0 serves (0..8191).
+        set tag 0
+        while {[R 0 cluster keyslot "{$tag}"] >= 8192} { incr tag }
+        set slot [R 0 cluster keyslot "{$tag}"]
+        set keys {}
+        for {set i 0} {$i < 300} {incr i} {
+            set k "m$i:{$tag}"
+            R 0 set $k [randstring 1 [expr {$i % 3 ? 100 : 5000}] alpha]
+            if {$i % 4 == 0} { R 0 expire $k 100000 }
+            lappend keys $k
+        }
+        R 0 set "big:{$tag}" [string repeat b 2000000]
+        lappend keys "big:{$tag}"
+        assert_equal 301 [R 0 debug slotcompact $slot]
+        set digests {}
+        foreach k $keys { lappend digests [R 0 debug digest-value $k] }
+        assert {[getInfoProperty [R 0 info slotalloc] slotalloc_used_bytes] > 2000000}
+
+        set id0 [R 0 cluster myid]
+        set id1 [R 1 cluster myid]
+        R 1 cluster setslot $slot importing $id0
+        R 0 cluster setslot $slot migrating $id1
+        foreach k $keys {
+            R 0 migrate [srv -1 host] [srv -1 port] $k 0 10000
+        }
+        R 0 cluster setslot $slot node $id1
+        R 1 cluster setslot $slot node $id1
+
+        assert_equal 0 [R 0 cluster countkeysinslot $slot]
+        assert_equal 0 [getInfoProperty [R 0 info slotalloc] slotalloc_used_bytes]
+        wait_for_condition 50 100 {
+            [getInfoProperty [R 0 info slotalloc] slotalloc_blocks] == 0
+        } else {
+            fail "the donor kept the slot's blocks"
+        }
+        set got {}
+        foreach k $keys { lappend got [R 1 debug digest-value $k] }
+        assert_equal $digests $got
+        assert_equal 301 [R 1 debug slotcompact $slot]
+        set got {}
+        foreach k $keys { lappend got [R 1 debug digest-value $k] }
+        assert_equal $digests $got
+        set d [R 1 cluster slotblocks $slot]
+        assert_equal 301 [dict get $d keys_in_blocks]
+    }
+}
+
 set ::singledb $old_singledb
