@@ -288,9 +288,6 @@ static long long slotCompactSlot(int slot) {
  * Relocates the keys of one slot (or of all) into their slot's blocks now,
  * on the main thread, and replies the number of keys moved. */
 void slotCompactDebugCommand(client *c) {
-    long long keys = 0, slot;
-    monotime start;
-
     if (!server.cluster_enabled) {
         addReplyError(c, "DEBUG SLOTCOMPACT needs cluster mode");
         return;
@@ -301,8 +298,10 @@ void slotCompactDebugCommand(client *c) {
     }
 #ifndef HAVE_DEFRAG
     addReplyError(c, "slot compaction needs Redis's jemalloc (HAVE_DEFRAG)");
-    return;
 #else
+    long long keys = 0, slot;
+    monotime start;
+
     if (!strcasecmp(c->argv[2]->ptr, "all")) {
         slot = -1;
     } else if (getLongLongFromObject(c->argv[2], &slot) != C_OK ||
