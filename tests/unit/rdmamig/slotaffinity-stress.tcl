@@ -9,14 +9,7 @@
 set old_singledb $::singledb
 set ::singledb 1
 
-proc sas_cluster_ok {level} {
-    r $level cluster addslotsrange 0 16383
-    wait_for_condition 50 100 {
-        [regexp {cluster_state:ok} [r $level cluster info]]
-    } else {
-        fail "cluster never became ok"
-    }
-}
+source tests/helpers/rdmamig.tcl
 
 # One command on both servers (-1 reference, 0 slot affinity); replies and
 # errors must be the same.
@@ -42,8 +35,8 @@ proc sas_value {} {
 
 start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
 start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmamig}} {
-    sas_cluster_ok -1
-    sas_cluster_ok 0
+    rdmamig_own_all_slots -1
+    rdmamig_own_all_slots 0
 
     test {Slot affinity stress: random string commands on relocated keys} {
         # Keys in 8 hash tags (8 slots) so that multi-key commands work.
