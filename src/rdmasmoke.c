@@ -793,6 +793,22 @@ static int postMsgSend(smokeConn *c) {
     return 0;
 }
 
+/* Send one message (DONE or VERDICT) from the send slot and wait for its
+ * completion. Returns 0, or -1 with the error logged ('what' names the
+ * message in errors). */
+static int sendMsg(smokeConn *c, const smokeMsgInfo *m, const char *what) {
+    struct ibv_wc wc;
+
+    encodeMsg(&c->msgs[0], m);
+    if (postMsgSend(c)) return -1;
+    if (waitCompletion(c, &wc, what) || checkCompletion(&wc, what)) return -1;
+    if (wc.wr_id != SMOKE_WRID_MSG_SEND) {
+        smokeErr("unexpected completion wr_id %" PRIu64, (uint64_t)wc.wr_id);
+        return -1;
+    }
+    return 0;
+}
+
 /* Wait for the completion of the message receive and check it carries one
  * whole smokeMsg. */
 static int waitMsgRecv(smokeConn *c, const char *what) {
@@ -965,18 +981,7 @@ static int runServer(const smokeConfig *cfg) {
                      done.totalBytes < c.dataLen ? ", rest still zero" : "");
         }
     }
-    encodeMsg(&c.msgs[0], &verdict);
-    if (postMsgSend(&c)) goto disconnect_or_reject;
-    {
-        struct ibv_wc wc;
-        if (waitCompletion(&c, &wc, "the VERDICT send") ||
-            checkCompletion(&wc, "the VERDICT send"))
-            goto disconnect_or_reject;
-        if (wc.wr_id != SMOKE_WRID_MSG_SEND) {
-            smokeErr("unexpected completion wr_id %" PRIu64, (uint64_t)wc.wr_id);
-            goto disconnect_or_reject;
-        }
-    }
+    if (sendMsg(&c, &verdict, "the VERDICT send")) goto disconnect_or_reject;
     smokeLog("sent verdict %s", verdict.status == SMOKE_VERDICT_OK ? "OK" :
                                 "FAILED");
 
@@ -1188,18 +1193,7 @@ static int runClient(const smokeConfig *cfg) {
     done.numWrs = cfg->wrs;
     done.checksum = sum;
     done.seed = cfg->seed;
-    encodeMsg(&c.msgs[0], &done);
-    if (postMsgSend(&c)) goto disconnect;
-    {
-        struct ibv_wc wc;
-        if (waitCompletion(&c, &wc, "the DONE send") ||
-            checkCompletion(&wc, "the DONE send"))
-            goto disconnect;
-        if (wc.wr_id != SMOKE_WRID_MSG_SEND) {
-            smokeErr("unexpected completion wr_id %" PRIu64, (uint64_t)wc.wr_id);
-            goto disconnect;
-        }
-    }
+    if (sendMsg(&c, &done, "the DONE send")) goto disconnect;
     smokeLog("sent DONE (%" PRIu64 " bytes, %" PRIu32 " WRs, checksum 0x%016"
              PRIx64 ", seed 0x%" PRIx64 ")", done.totalBytes, done.numWrs,
              sum, done.seed);
