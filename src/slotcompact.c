@@ -21,22 +21,32 @@
  * Relocation ("slot compaction"). Keys get into their slot's blocks by
  * being moved on the main thread. We do not write a second traversal of
  * Redis objects: active defrag (defrag.c) already knows how to move each
- * allocation of a key and fix every pointer to it, and asks one function,
- * activeDefragAlloc(), where each copy goes. Our defrag patch lets that
- * target be plugged (activeDefragAllocTarget); while we compact slot S it
- * points at slotCompactMove(), which copies an allocation into S's arena
- * (unless it already is there) and frees the old one. We then call
- * defrag's own helpers on the key: activeDefragSds() for the key name and
- * activeDefragStringOb() for the value (robj, and its raw sds or embedded
- * string; it skips objects with refcount != 1, so shared objects and
- * shared integers stay where they are). The key name is shared with the
- * expires dict; like defragKey() we find that entry by pointer and hash
- * and fix its key, but we leave the expires dictEntry itself in jemalloc
- * (defragKey moves it; here it would put dict nodes into the slot's
- * blocks). dictEntries of the main dict stay in jemalloc too: the
- * recipient of a migration rebuilds them. For now only string keys are
- * relocated; a key of any other type is left exactly where it is and
- * counted as skipped.
+ * allocation of a key of any type and encoding and fix every pointer to it
+ * (defragKey: key name, robj, sds, listpacks, intsets, quicklist nodes,
+ * dicts with their tables and entries, skiplist nodes, stream rax trees,
+ * consumer groups, module values that support defrag), and asks one
+ * function, activeDefragAlloc(), where each copy goes. Our defrag patch
+ * lets that target be plugged (activeDefragAllocTarget); while we compact
+ * slot S it points at slotCompactMove(), which copies an allocation into
+ * S's arena (unless it already is there) and frees the old one. Defrag's
+ * rules come with it: objects with refcount != 1 (shared integers, shared
+ * objects) are never moved. The key name is shared with the expires dict;
+ * defragKey fixes that entry's key pointer, and our patch keeps the
+ * expires dictEntry itself in the general heap, like the keyspace's
+ * dictEntries: they are nodes of the keyspace, which a migration's
+ * recipient rebuilds. Big values (more elements than
+ * active-defrag-max-scan-fields) are handed to us by defragLater() and
+ * continued from a cursor with defragLaterItem(), so no step is unbounded.
+ *
+ * Counting. CLUSTER SLOTBLOCKS runs the same traversal with a target that
+ * moves nothing and counts each allocation, so "bytes" is exactly what
+ * compaction would relocate.
+ *
+ * Background. signalModifiedKey() and stopLoading() mark slots dirty; a
+ * timer event relocates their keys in slices of at most 1 ms, within
+ * slot-affinity-cpu percent of the main thread (see "Background
+ * compaction" below). A migration asks for its slots first with
+ * slotCompactRequest() and drives slotCompactStep() itself.
  *
  * Ownership. In cluster mode a value cannot change slot (RENAME, COPY,
  * SMOVE... need both keys in one slot; MIGRATE/RESTORE build new objects),
@@ -44,9 +54,8 @@
  * objects never moved. Releasing a slot's blocks wholesale after a
  * migration relies on that; anything that breaks it must relocate first.
  *
- * Compaction here runs synchronously for DEBUG SLOTCOMPACT; the background
- * cycle within a CPU budget comes later. slotCompactCron() gives emptied
- * blocks back to the OS.
+ * DEBUG SLOTCOMPACT compacts synchronously. slotCompactCron() gives
+ * emptied blocks back to the OS.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -56,22 +65,51 @@
 #include "slotalloc.h"
 #include "slotcompact.h"
 
-/* Defrag's helpers (defrag.c, compiled with HAVE_DEFRAG). */
+/* Defrag's hook (defrag.c, compiled with HAVE_DEFRAG). */
 #ifdef HAVE_DEFRAG
-sds activeDefragSds(sds sdsptr);
 extern void *(*activeDefragAllocTarget)(void *ptr);
 #endif
 
+/* A big key queued by defrag's traversal for the background cycle. */
+typedef struct slotCompactLaterItem {
+    int slot;
+    sds key;
+} slotCompactLaterItem;
+
 static struct {
     int initialized;                /* Range reserved, zmalloc routes. */
-    int target_slot;                /* Slot being compacted, or -1. */
-    size_t moved_bytes;             /* Usable bytes moved by the current key. */
+    int target_slot;                /* Slot being compacted or counted, or -1. */
+    int later_inline;               /* Big keys: finish now (1) or queue (0). */
+    size_t moved_bytes;             /* Usable bytes moved by the current walk. */
+    long long saved_hits;           /* Defrag's counters, restored after us. */
+    long long saved_scanned;
+    /* CLUSTER SLOTBLOCKS counting walk. */
+    size_t count_bytes, count_in_blocks;
+    int count_all_in;
+    /* Background cycle. */
+    unsigned char dirty[CLUSTER_SLOTS / 8]; /* Slots with keys to visit. */
+    unsigned char urgent[CLUSTER_SLOTS / 8]; /* Asked for by a migration. */
+    int dirty_slots;
+    int next_slot;                  /* Round robin start. */
+    int cur_slot;                   /* Slot being walked, or -1. */
+    sds cur_key;                    /* Key to resume the walk at, or NULL. */
+    list *later;                    /* slotCompactLaterItem queue. */
+    sds later_key;                  /* Big key in progress, or NULL. */
+    int later_slot;
+    unsigned long later_cursor;
+    long long timer_id;             /* Background timer event, or -1. */
+    /* Stats. */
     long long relocated_keys;       /* Keys with at least one allocation moved. */
+    long long relocated_big_keys;   /* Big values finished in steps. */
     long long relocated_bytes;      /* Usable bytes copied into blocks. */
-    long long skipped_keys;         /* Keys of types not relocated yet. */
     long long compaction_usec;      /* Main thread time spent compacting. */
     mstime_t last_trim;             /* Last release of cached empty blocks. */
-} sc = { .target_slot = -1 };
+} sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
+
+static void slotCompactMarkAllDirty(void);
+#ifdef HAVE_DEFRAG
+static void slotCompactClearDirty(int slot);
+#endif
 
 /* The slot allocator as zmalloc's foreign allocator. */
 static const zmallocForeign slotCompactForeign = {
@@ -125,6 +163,7 @@ int slotCompactInit(void) {
     }
     start = slotAllocRange(&len);
     zmalloc_set_foreign(start, len, &slotCompactForeign);
+    sc.later = listCreate();
     sc.initialized = 1;
     serverLog(LL_NOTICE, "slot-affinity: %zu bytes of address space reserved "
         "for slot blocks (blocks of %zu to %zu bytes)", len,
@@ -136,16 +175,19 @@ int slotCompactInit(void) {
  * allocator if it was not running. Turning it off stops relocation only;
  * keys already in blocks stay there and keep working. */
 int slotCompactApplyAffinity(const char **err) {
-    if (!server.slot_affinity || !server.cluster_enabled || sc.initialized)
-        return 1;
-    if (!slotCompactBlockSizesValid()) {
-        *err = "slot-affinity-min-block is larger than slot-affinity-max-block";
-        return 0;
+    if (!server.slot_affinity || !server.cluster_enabled) return 1;
+    if (!sc.initialized) {
+        if (!slotCompactBlockSizesValid()) {
+            *err = "slot-affinity-min-block is larger than slot-affinity-max-block";
+            return 0;
+        }
+        if (slotCompactInit() == C_ERR) {
+            *err = "cannot reserve the slot allocator's address space (see the log)";
+            return 0;
+        }
     }
-    if (slotCompactInit() == C_ERR) {
-        *err = "cannot reserve the slot allocator's address space (see the log)";
-        return 0;
-    }
+    /* Keys written while it was off are in the general heap. */
+    slotCompactMarkAllDirty();
     return 1;
 }
 
@@ -204,21 +246,34 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_range_bytes:%zu\r\n"
         "slotalloc_metadata_bytes:%zu\r\n"
         "slotalloc_relocated_keys:%lld\r\n"
+        "slotalloc_relocated_big_keys:%lld\r\n"
         "slotalloc_relocated_bytes:%lld\r\n"
-        "slotalloc_skipped_keys:%lld\r\n"
-        "slotalloc_compaction_usec:%lld\r\n",
+        "slotalloc_compaction_usec:%lld\r\n"
+        "slotalloc_pending_slots:%d\r\n"
+        "slotalloc_pending_big_keys:%lu\r\n",
         slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
-        sc.relocated_bytes, sc.skipped_keys, sc.compaction_usec);
+        sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
+        sc.dirty_slots,
+        (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL));
 }
 
 /* ============================ Relocation ================================== */
 
 #define slotCompactNextInSlot(de) \
     (((clusterDictEntryMetadata *)dictMetadata(de))->next)
+#define slotCompactFirstInSlot(slot) \
+    ((*server.db[0].slots_to_keys).by_slot[(slot)].head)
 
 #ifdef HAVE_DEFRAG
+/* Defrag's traversal (defrag.c): defragKey() visits every allocation a key
+ * owns and asks activeDefragAlloc() where each goes; defragLaterItem()
+ * continues a big key's contents from a cursor. */
+long defragKey(redisDb *db, dictEntry *de);
+int defragLaterItem(dictEntry *de, unsigned long *cursor, long long endtime, int dbid);
+extern void (*activeDefragLaterTarget)(redisDb *db, dictEntry *kde);
+
 /* activeDefragAlloc() target while slot sc.target_slot is compacted: same
  * contract (NULL: not moved; otherwise the new copy, the old one freed).
  * Allocations already in the slot's blocks stay; when the slot's arena has
@@ -237,56 +292,346 @@ static void *slotCompactMove(void *ptr) {
     return newptr;
 }
 
-/* Move one key of the slot being compacted into its blocks. Returns 1 if
- * anything moved, 0 if nothing had to (or could), -1 if the key's type is
- * not relocated yet (left untouched). */
-static int slotCompactKey(redisDb *db, dictEntry *de) {
-    robj *ob = dictGetVal(de), *newob;
-    sds keysds = dictGetKey(de), newsds;
-    long moved = 0;
+/* activeDefragAlloc() target of CLUSTER SLOTBLOCKS: the same traversal, but
+ * nothing moves; each allocation is counted, and whether it lies in the
+ * slot's blocks. */
+static void *slotCompactCount(void *ptr) {
+    size_t n = zmalloc_size(ptr);
 
-    if (ob->type != OBJ_STRING) return -1;
-    if ((newsds = activeDefragSds(keysds)) != NULL) {
-        de->key = newsds;
-        moved++;
-        /* The expires dict shares the key sds: fix its entry's key. The old
-         * pointer is only compared, never read. */
-        if (dictSize(db->expires)) {
-            uint64_t hash = dictGetHash(db->dict, newsds);
-            dictEntry **ref = dictFindEntryRefByPtrAndHash(db->expires, keysds, hash);
-            if (ref) (*ref)->key = newsds;
-        }
-    }
-    if ((newob = activeDefragStringOb(ob, &moved)) != NULL) de->v.val = newob;
-    return moved != 0;
+    sc.count_bytes += n;
+    if (slotAllocSlotOf(ptr) == sc.target_slot) sc.count_in_blocks += n;
+    else sc.count_all_in = 0;
+    return NULL;
 }
 
-/* Relocate the keys of one slot. Returns the number of keys moved. */
-static long long slotCompactSlot(int slot) {
-    dictEntry *de = (*server.db[0].slots_to_keys).by_slot[slot].head;
+/* defragLater() target. The synchronous walks (DEBUG SLOTCOMPACT, CLUSTER
+ * SLOTBLOCKS) finish a big key's contents on the spot; the background
+ * cycle queues the key and steps through it later within its budget. */
+static void slotCompactLater(redisDb *db, dictEntry *kde) {
+    if (sc.later_inline) {
+        unsigned long cursor = 0;
+        do {
+            defragLaterItem(kde, &cursor, LLONG_MAX, db->id);
+        } while (cursor);
+        return;
+    }
+    slotCompactLaterItem *item = zmalloc(sizeof(*item));
+    item->slot = sc.target_slot;
+    item->key = sdsdup(dictGetKey(kde));
+    listAddNodeTail(sc.later, item);
+}
+
+/* Plug our targets into defrag for the span of one walk. Defrag's own
+ * counters (INFO stats active_defrag_*) are left as they were: this is not
+ * active defrag's work. */
+static void slotCompactBegin(int slot, void *(*target)(void *), int inline_later) {
+    sc.target_slot = slot;
+    sc.later_inline = inline_later;
+    sc.saved_hits = server.stat_active_defrag_hits;
+    sc.saved_scanned = server.stat_active_defrag_scanned;
+    activeDefragAllocTarget = target;
+    activeDefragLaterTarget = slotCompactLater;
+}
+
+static void slotCompactEnd(void) {
+    activeDefragAllocTarget = NULL;
+    activeDefragLaterTarget = NULL;
+    server.stat_active_defrag_hits = sc.saved_hits;
+    server.stat_active_defrag_scanned = sc.saved_scanned;
+    sc.target_slot = -1;
+}
+
+/* Move one key of the slot being compacted (key name, value object and
+ * everything the value owns, of any type) into the slot's blocks. Big
+ * values go through slotCompactLater(). Returns 1 if anything moved. */
+static int slotCompactKey(dictEntry *de) {
+    sc.moved_bytes = 0;
+    defragKey(&server.db[0], de);
+    sc.relocated_bytes += sc.moved_bytes;
+    if (sc.moved_bytes) sc.relocated_keys++;
+    return sc.moved_bytes != 0;
+}
+
+/* Relocate every key of one slot now, big ones included. Returns the number
+ * of keys moved. */
+static long long slotCompactSlotNow(int slot) {
     long long keys = 0;
 
-    sc.target_slot = slot;
-    activeDefragAllocTarget = slotCompactMove;
-    for (; de != NULL; de = slotCompactNextInSlot(de)) {
-        int ret;
-
-        sc.moved_bytes = 0;
-        ret = slotCompactKey(&server.db[0], de);
-        if (ret == 1) keys++;
-        else if (ret == -1) sc.skipped_keys++;
-        sc.relocated_bytes += sc.moved_bytes;
-    }
-    activeDefragAllocTarget = NULL;
-    sc.target_slot = -1;
-    sc.relocated_keys += keys;
+    slotCompactBegin(slot, slotCompactMove, 1);
+    for (dictEntry *de = slotCompactFirstInSlot(slot); de; de = slotCompactNextInSlot(de))
+        keys += slotCompactKey(de);
+    slotCompactEnd();
+    slotCompactClearDirty(slot);
     return keys;
 }
+
+/* ============================ Background compaction ======================= */
+
+/* The background cycle. Writes (signalModifiedKey) and loads mark slots
+ * dirty; a timer event walks the dirty slots' keys in slices of at most
+ * SLOTCOMPACT_SLICE_US and sleeps between slices so that it uses at most
+ * slot-affinity-cpu percent of the main thread. Keys already in their
+ * blocks cost a pointer-range check per allocation. Big values are queued
+ * by defrag's traversal and continued from a cursor (one big key at a time:
+ * defrag keeps per-type resume state, a quicklist bookmark or a static
+ * stream ID, for one key only). It pauses while a fork child runs (moving
+ * memory then only duplicates pages) and while active defrag runs. Slots a
+ * migration asked for (slotCompactRequest) go first. */
+#define SLOTCOMPACT_SLICE_US 1000
+
+static inline int slotCompactIsDirty(int slot) {
+    return (sc.dirty[slot >> 3] >> (slot & 7)) & 1;
+}
+
+static void slotCompactClearDirty(int slot) {
+    if (!slotCompactIsDirty(slot)) return;
+    sc.dirty[slot >> 3] &= ~(1 << (slot & 7));
+    sc.urgent[slot >> 3] &= ~(1 << (slot & 7));
+    sc.dirty_slots--;
+    if (sc.cur_slot == slot) {
+        sc.cur_slot = -1;
+        if (sc.cur_key) { sdsfree(sc.cur_key); sc.cur_key = NULL; }
+    }
+}
+
+static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data);
+
+static void slotCompactSchedule(void) {
+    if (sc.timer_id != -1) return;
+    sc.timer_id = aeCreateTimeEvent(server.el, 1, slotCompactTimerProc, NULL, NULL);
+    if (sc.timer_id == AE_ERR) sc.timer_id = -1;
+}
+
+static void slotCompactMarkDirty(int slot, int urgent) {
+    if (!slotCompactIsDirty(slot)) {
+        sc.dirty[slot >> 3] |= 1 << (slot & 7);
+        sc.dirty_slots++;
+    }
+    if (urgent) sc.urgent[slot >> 3] |= 1 << (slot & 7);
+    slotCompactSchedule();
+}
+
+/* signalModifiedKey() hook: the key's slot has new memory to relocate. */
+void slotCompactKeyModified(robj *key) {
+    int slot;
+
+    if (!slotCompactEnabled() || !sdsEncodedObject(key)) return;
+    slot = (int)keyHashSlot(key->ptr, (int)sdslen(key->ptr));
+    if (!slotCompactIsDirty(slot)) slotCompactMarkDirty(slot, 0);
+}
+
+/* Every slot holding keys needs a visit: after a load (stopLoading hook)
+ * and when slot-affinity is turned on. */
+static void slotCompactMarkAllDirty(void) {
+    if (!slotCompactEnabled() || server.db == NULL || !server.db[0].slots_to_keys)
+        return;
+    for (int j = 0; j < CLUSTER_SLOTS; j++)
+        if ((*server.db[0].slots_to_keys).by_slot[j].count) slotCompactMarkDirty(j, 0);
+}
+
+void slotCompactLoadingEnded(void) {
+    slotCompactMarkAllDirty();
+}
+
+/* The entry point for a migration's prepare phase: relocate the keys of
+ * this slot before the others. Then call slotCompactStep() in bounded
+ * slices until slotCompactSlotPending() says the slot is done. */
+void slotCompactRequest(int slot) {
+    if (slotCompactEnabled()) slotCompactMarkDirty(slot, 1);
+}
+
+/* Whether the slot still has keys the cycle has not visited since it was
+ * last marked: dirty, or a big key of it is queued or in progress. */
+int slotCompactSlotPending(int slot) {
+    listIter li;
+    listNode *ln;
+
+    if (slotCompactIsDirty(slot) || sc.later_slot == slot) return 1;
+    listRewind(sc.later, &li);
+    while ((ln = listNext(&li)) != NULL) {
+        slotCompactLaterItem *item = listNodeValue(ln);
+        if (item->slot == slot) return 1;
+    }
+    return 0;
+}
+
+static void slotCompactLaterFree(void *p) {
+    slotCompactLaterItem *item = p;
+    sdsfree(item->key);
+    zfree(item);
+}
+
+/* Stop stepping through the current big key. A list keeps defrag's
+ * bookmark while a scan is in progress: drop it. */
+static void slotCompactLaterAbandon(void) {
+    if (sc.later_key) {
+        dictEntry *de = dictFind(server.db[0].dict, sc.later_key);
+        robj *ob = de ? dictGetVal(de) : NULL;
+        if (ob && sc.later_cursor && ob->type == OBJ_LIST &&
+            ob->encoding == OBJ_ENCODING_QUICKLIST)
+            quicklistBookmarkDelete(ob->ptr, "_AD");
+        sdsfree(sc.later_key);
+    }
+    sc.later_key = NULL;
+    sc.later_cursor = 0;
+    sc.later_slot = -1;
+}
+
+/* Forget all pending work (slot-affinity turned off). */
+static void slotCompactReset(void) {
+    slotCompactLaterAbandon();
+    while (listLength(sc.later)) {
+        listNode *ln = listFirst(sc.later);
+        slotCompactLaterFree(listNodeValue(ln));
+        listDelNode(sc.later, ln);
+    }
+    memset(sc.dirty, 0, sizeof(sc.dirty));
+    memset(sc.urgent, 0, sizeof(sc.urgent));
+    sc.dirty_slots = 0;
+    sc.cur_slot = -1;
+    if (sc.cur_key) { sdsfree(sc.cur_key); sc.cur_key = NULL; }
+}
+
+/* Continue big keys until the deadline. Returns 1 if time ran out. */
+static int slotCompactLaterStep(monotime start, uint64_t budget_us) {
+    while (1) {
+        if (sc.later_key == NULL) {
+            listNode *ln = listFirst(sc.later);
+            if (ln == NULL) return 0;
+            slotCompactLaterItem *item = listNodeValue(ln);
+            sc.later_key = item->key;
+            sc.later_slot = item->slot;
+            sc.later_cursor = 0;
+            zfree(item);            /* The key moves to sc.later_key. */
+            listDelNode(sc.later, ln);
+        }
+        /* The key may have been deleted or replaced since: look it up on
+         * every step, as defrag does. */
+        dictEntry *de = dictFind(server.db[0].dict, sc.later_key);
+        long long endtime = ustime() + (long long)(budget_us - elapsedUs(start));
+        int timeout = 0;
+
+        slotCompactBegin(sc.later_slot, slotCompactMove, 0);
+        sc.moved_bytes = 0;
+        do {
+            if (defragLaterItem(de, &sc.later_cursor, endtime, 0)) timeout = 1;
+        } while (sc.later_cursor && !timeout && elapsedUs(start) < budget_us);
+        sc.relocated_bytes += sc.moved_bytes;
+        slotCompactEnd();
+        if (sc.later_cursor == 0) {
+            if (de) sc.relocated_big_keys++;
+            sdsfree(sc.later_key);
+            sc.later_key = NULL;
+            sc.later_slot = -1;
+        }
+        if (timeout || elapsedUs(start) >= budget_us) return 1;
+    }
+}
+
+/* Pick the next dirty slot, urgent ones first, round robin otherwise. */
+static int slotCompactNextSlot(void) {
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned char *map = pass == 0 ? sc.urgent : sc.dirty;
+        for (int n = 0; n < CLUSTER_SLOTS; n += 8) {
+            int j = (sc.next_slot + n) % CLUSTER_SLOTS & ~7;
+            if (map[j >> 3] == 0) continue;
+            for (int b = 0; b < 8; b++)
+                if ((map[j >> 3] >> b) & 1) return j + b;
+        }
+    }
+    return -1;
+}
+
+/* One bounded step of the background work. Returns 1 if work remains. */
+int slotCompactStep(uint64_t budget_us) {
+    monotime start;
+    int timeout;
+
+    if (!slotCompactEnabled()) return 0;
+    elapsedStart(&start);
+    timeout = slotCompactLaterStep(start, budget_us);
+    while (!timeout) {
+        if (sc.cur_slot == -1) {
+            if (sc.dirty_slots == 0) break;
+            sc.cur_slot = slotCompactNextSlot();
+            serverAssert(sc.cur_slot != -1);
+            sc.next_slot = (sc.cur_slot + 1) % CLUSTER_SLOTS;
+        }
+        /* Resume at the saved key if it still exists, else from the head
+         * (keys already relocated cost little). */
+        dictEntry *de = NULL;
+        if (sc.cur_key) {
+            de = dictFind(server.db[0].dict, sc.cur_key);
+            sdsfree(sc.cur_key);
+            sc.cur_key = NULL;
+        }
+        if (de == NULL) de = slotCompactFirstInSlot(sc.cur_slot);
+        slotCompactBegin(sc.cur_slot, slotCompactMove, 0);
+        int n = 0;
+        while (de) {
+            slotCompactKey(de);
+            de = slotCompactNextInSlot(de);
+            if (de && (++n & 15) == 0 && elapsedUs(start) >= budget_us) break;
+        }
+        int slot = sc.target_slot;
+        slotCompactEnd();
+        if (de) {
+            sc.cur_key = sdsdup(dictGetKey(de));
+            timeout = 1;
+        } else {
+            slotCompactClearDirty(slot);
+            /* Big keys it queued come next, before another slot. */
+            timeout = slotCompactLaterStep(start, budget_us);
+        }
+        if (elapsedUs(start) >= budget_us) timeout = 1;
+    }
+    sc.compaction_usec += elapsedUs(start);
+    return sc.dirty_slots || sc.later_key || listLength(sc.later);
+}
+
+/* The timer event of the background cycle: one slice, then sleep long
+ * enough to stay within slot-affinity-cpu. Deletes itself when idle. */
+static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data) {
+    UNUSED(el); UNUSED(id); UNUSED(data);
+    monotime start;
+    uint64_t used;
+    int more;
+
+    if (!slotCompactEnabled()) {
+        slotCompactReset();
+        sc.timer_id = -1;
+        return AE_NOMORE;
+    }
+    /* slot-affinity-cpu 0: only explicit compaction (DEBUG SLOTCOMPACT, a
+     * migration's prepare phase); the marks wait. */
+    if (server.slot_affinity_cpu == 0 || hasActiveChildProcess() ||
+        server.active_defrag_running) return 100;
+    elapsedStart(&start);
+    more = slotCompactStep(SLOTCOMPACT_SLICE_US);
+    used = elapsedUs(start);
+    if (!more) {
+        sc.timer_id = -1;
+        return AE_NOMORE;
+    }
+    long long pct = server.slot_affinity_cpu;
+    long long sleep_ms = (long long)(used * (100 - pct) / pct + 999) / 1000;
+    return sleep_ms < 1 ? 1 : (int)sleep_ms;
+}
+#else
+/* Without Redis's jemalloc there is no defrag traversal: keys stay in the
+ * general heap and there is nothing to do in the background. */
+static void slotCompactMarkAllDirty(void) {}
+void slotCompactKeyModified(robj *key) { UNUSED(key); }
+void slotCompactLoadingEnded(void) {}
+void slotCompactRequest(int slot) { UNUSED(slot); }
+int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }
+int slotCompactStep(uint64_t budget_us) { UNUSED(budget_us); return 0; }
 #endif
 
 /* DEBUG SLOTCOMPACT <slot>|ALL
  * Relocates the keys of one slot (or of all) into their slot's blocks now,
- * on the main thread, and replies the number of keys moved. */
+ * on the main thread, big keys included, and replies the number of keys
+ * moved. The background cycle does the same in bounded slices. */
 void slotCompactDebugCommand(client *c) {
     if (!server.cluster_enabled) {
         addReplyError(c, "DEBUG SLOTCOMPACT needs cluster mode");
@@ -305,17 +650,18 @@ void slotCompactDebugCommand(client *c) {
     if (!strcasecmp(c->argv[2]->ptr, "all")) {
         slot = -1;
     } else if (getLongLongFromObject(c->argv[2], &slot) != C_OK ||
-               slot < 0 || slot >= CLUSTER_SLOTS) {
+               slot < 0 || slot >= CLUSTER_SLOTS)
+    {
         addReplyError(c, "Invalid or out of range slot");
         return;
     }
     elapsedStart(&start);
     if (slot >= 0) {
-        keys = slotCompactSlot((int)slot);
+        keys = slotCompactSlotNow((int)slot);
     } else {
         for (int j = 0; j < CLUSTER_SLOTS; j++)
             if ((*server.db[0].slots_to_keys).by_slot[j].count)
-                keys += slotCompactSlot(j);
+                keys += slotCompactSlotNow(j);
     }
     sc.compaction_usec += elapsedUs(start);
     addReplyLongLong(c, keys);
@@ -324,45 +670,27 @@ void slotCompactDebugCommand(client *c) {
 
 /* ============================ CLUSTER SLOTBLOCKS ========================== */
 
-/* Add the usable size of one allocation owned by a key to *bytes, and to
- * *in_blocks if it lies in the slot's blocks. Returns 1 if it does. */
-static int slotBlocksCount(const void *ptr, int slot, size_t *bytes,
-                           size_t *in_blocks) {
-    size_t n = zmalloc_size(ptr);
-
-    *bytes += n;
-    if (slotAllocSlotOf(ptr) != slot) return 0;
-    *in_blocks += n;
-    return 1;
-}
-
-/* What one key owns: its name's sds, its robj (unless shared) and, for raw
- * strings, the value's sds (embstr values are inside the robj, integers
- * have none). For other types only the top-level allocation is counted:
- * the whole value for listpack and intset encodings, the header struct for
- * quicklists, dicts, skiplists and streams (their nodes are not walked
- * yet), nothing for module values. Returns 1 if everything counted lies in
- * the slot's blocks. */
+#ifdef HAVE_DEFRAG
+/* What one key owns, counted by the walk that relocates it (defrag's
+ * traversal with slotCompactCount as target): its name's sds, its robj
+ * unless shared, and everything its value owns -- strings' sds, listpacks,
+ * intsets, quicklist nodes and their listpacks, dicts with their tables,
+ * entries, fields and values, skiplist nodes, stream rax nodes, listpacks,
+ * consumer groups, consumers and pending entries, module values that
+ * support defrag. Not counted: the key's dictEntry in the keyspace and its
+ * expires entry (the keyspace's nodes, rebuilt by a migration's recipient).
+ * Returns 1 if everything counted lies in the slot's blocks. */
 static int slotBlocksKey(dictEntry *de, int slot, size_t *bytes, size_t *in_blocks) {
-    robj *ob = dictGetVal(de);
-    sds key = dictGetKey(de);
-    int all = slotBlocksCount(sdsAllocPtr(key), slot, bytes, in_blocks);
-
-    if (ob->refcount == OBJ_SHARED_REFCOUNT) return all;
-    all &= slotBlocksCount(ob, slot, bytes, in_blocks);
-    switch (ob->type) {
-    case OBJ_STRING:
-        if (ob->encoding == OBJ_ENCODING_RAW)
-            all &= slotBlocksCount(sdsAllocPtr(ob->ptr), slot, bytes, in_blocks);
-        break;
-    case OBJ_MODULE:
-        break;
-    default:
-        if (ob->ptr) all &= slotBlocksCount(ob->ptr, slot, bytes, in_blocks);
-        break;
-    }
-    return all;
+    sc.count_bytes = sc.count_in_blocks = 0;
+    sc.count_all_in = 1;
+    slotCompactBegin(slot, slotCompactCount, 1);
+    defragKey(&server.db[0], de);
+    slotCompactEnd();
+    *bytes += sc.count_bytes;
+    *in_blocks += sc.count_in_blocks;
+    return sc.count_all_in;
 }
+#endif
 
 /* CLUSTER SLOTBLOCKS <slot>
  * Where the keys of one slot live: a map (flat array in RESP2) of
@@ -386,10 +714,12 @@ void slotBlocksCommand(client *c) {
     }
     memset(&st, 0, sizeof(st));
     if (sc.initialized) slotAllocSlotStats((int)slot, &st);
-    dictEntry *de = (*server.db[0].slots_to_keys).by_slot[slot].head;
+    dictEntry *de = slotCompactFirstInSlot(slot);
     for (; de != NULL; de = slotCompactNextInSlot(de)) {
         keys++;
+#ifdef HAVE_DEFRAG
         keys_in += slotBlocksKey(de, (int)slot, &bytes, &bytes_in);
+#endif
     }
     addReplyMapLen(c, 6);
     addReplyBulkCString(c, "blocks");

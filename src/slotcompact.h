@@ -12,7 +12,10 @@
 
 #include "sds.h"
 
+#include <stdint.h>
+
 struct client;
+struct redisObject;
 
 /* Startup (initServer, after clusterInit) and CONFIG SET slot-affinity. */
 int slotCompactInit(void);
@@ -23,6 +26,17 @@ void slotCompactCron(void);
 /* Whether keys are being put into slot blocks (cluster mode, slot-affinity
  * yes, and the range could be reserved). */
 int slotCompactEnabled(void);
+
+/* Background compaction: hooks of signalModifiedKey() and stopLoading(). */
+void slotCompactKeyModified(struct redisObject *key);
+void slotCompactLoadingEnded(void);
+
+/* For a migration's prepare phase: relocate this slot first; run bounded
+ * steps (each returns 1 while any work remains) until the slot is no
+ * longer pending. Main thread only. */
+void slotCompactRequest(int slot);
+int slotCompactSlotPending(int slot);
+int slotCompactStep(uint64_t budget_us);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);

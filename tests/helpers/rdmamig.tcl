@@ -5,7 +5,7 @@
 # wait until it reports cluster_state:ok.
 proc rdmamig_own_all_slots {level} {
     r $level cluster addslotsrange 0 16383
-    wait_for_condition 50 100 {
+    wait_for_condition 300 100 {
         [regexp {cluster_state:ok} [r $level cluster info]]
     } else {
         fail "cluster never became ok"
