@@ -1,0 +1,466 @@
+# Slot affinity over every data type, with the background compaction cycle
+# (src/slotcompact.c) doing the relocation.
+#
+# The same random workload goes to two cluster-mode servers: a reference
+# with slot-affinity no, and one with slot-affinity yes whose background
+# cycle relocates keys while they are written. Every command must answer
+# the same on both, DEBUG DIGEST (plus XPENDING, which the digest does not
+# cover) must stay equal through encoding conversions, big keys, TTLs,
+# deletion, lazyfree, DEBUG RELOAD, BGSAVE + restart and AOF rewrite, and
+# once the cycle is idle at least 99% of the keys' bytes must sit in their
+# slots' blocks (CLUSTER SLOTBLOCKS). Eviction under maxmemory is checked
+# per key on the relocating server alone (which keys LRU evicts is random).
+
+set old_singledb $::singledb
+set ::singledb 1
+
+source tests/helpers/rdmamig.tcl
+
+proc st_info {level field} {
+    getInfoProperty [r $level info slotalloc] $field
+}
+
+# Run a command on the reference (-1) and the relocating server (0); both
+# must give the same reply, errors included.
+proc st_both {args} {
+    set ea [catch {r -1 {*}$args} a]
+    set eb [catch {r 0 {*}$args} b]
+    assert_equal [list $ea $a] [list $eb $b]
+    return $b
+}
+
+proc st_digests_equal {streams} {
+    assert_equal [r -1 debug digest] [r 0 debug digest]
+    # Consumer groups are not part of the digest.
+    foreach k $streams {
+        foreach g {g1 g2} {
+            set ea [catch {r -1 xpending $k $g} a]
+            set eb [catch {r 0 xpending $k $g} b]
+            assert_equal [list $ea $a] [list $eb $b]
+        }
+    }
+}
+
+# How many of keys exist (one EXISTS each: they are in many slots).
+proc st_existing {level keys} {
+    set n 0
+    foreach k $keys { incr n [r $level exists $k] }
+    return $n
+}
+
+# Wait until the background cycle has nothing left to do.
+proc st_wait_compacted {level} {
+    wait_for_condition 600 50 {
+        [st_info $level slotalloc_pending_slots] == 0 &&
+        [st_info $level slotalloc_pending_big_keys] == 0
+    } else {
+        fail "background compaction never finished: [r $level info slotalloc]"
+    }
+}
+
+# Slots of a list of keys (one CLUSTER KEYSLOT each).
+proc st_slots {level keys} {
+    set slots {}
+    foreach k $keys { dict set slots [r $level cluster keyslot $k] 1 }
+    dict keys $slots
+}
+
+# Assert that at least 99% of the bytes of the keys in these slots lie in
+# the slots' blocks; returns "bytes_in_blocks bytes".
+proc st_assert_in_blocks {level slots} {
+    set bytes 0
+    set in 0
+    foreach s $slots {
+        set d [r $level cluster slotblocks $s]
+        incr bytes [dict get $d bytes]
+        incr in [dict get $d bytes_in_blocks]
+    }
+    assert {$bytes > 0}
+    if {$in * 100 < $bytes * 99} {
+        fail "only $in of $bytes key bytes are in their slots' blocks"
+    }
+    list $in $bytes
+}
+
+proc st_rand_elem {} {
+    # Mostly short (listpack / intset friendly), sometimes long enough to
+    # convert a hash or sorted set to its hash table encoding.
+    switch [randomInt 4] {
+        0 { return [randomInt 1000] }
+        1 { return [randstring 1 12 alpha] }
+        2 { return [randstring 1 30 binary] }
+        3 { return [randstring 60 200 alpha] }
+    }
+}
+
+# One random command for key k of type t. Only commands whose effect does
+# not depend on randomness or time inside the server.
+proc st_random_op {t k} {
+    global st_xid
+    set e [st_rand_elem]
+    set e2 [st_rand_elem]
+    set r [randomInt 10]
+    switch $t {
+        str {
+            switch $r {
+                0 - 1 { st_both set $k $e }
+                2 { st_both set $k [randstring 45 3000 alpha] }
+                3 { st_both append $k $e }
+                4 { st_both incrby $k [randomInt 100] }
+                5 { st_both setrange $k [randomInt 100] $e }
+                6 { st_both set $k [randomInt 10000] ex [expr {100000 + [randomInt 1000]}] }
+                7 { st_both getdel $k }
+                8 { st_both persist $k }
+                9 { st_both set $k [randstring 5000 20000 alpha] }
+            }
+        }
+        list {
+            switch $r {
+                0 - 1 - 2 { st_both rpush $k $e $e2 }
+                3 { st_both lpush $k $e [randstring 100 9000 alpha] }
+                4 { st_both lpop $k }
+                5 { st_both rpop $k 2 }
+                6 { st_both linsert $k before $e $e2 }
+                7 { st_both lset $k 0 $e }
+                8 { st_both ltrim $k 0 [randomInt 300] }
+                9 { st_both lrem $k 1 $e }
+            }
+        }
+        set {
+            switch $r {
+                0 - 1 - 2 { st_both sadd $k [randomInt 100000] [randomInt 100000] }
+                3 - 4 { st_both sadd $k $e $e2 }
+                5 { st_both srem $k $e }
+                6 { st_both smove $k $k $e }
+                7 { st_both sadd $k {*}[lmap x [lrepeat 20 0] {randomInt 1000000}] }
+                8 { st_both expire $k [expr {100000 + [randomInt 1000]}] }
+                9 { st_both scard $k }
+            }
+        }
+        hash {
+            switch $r {
+                0 - 1 - 2 { st_both hset $k $e $e2 }
+                3 { st_both hset $k f[randomInt 300] [randstring 1 100 alpha] }
+                4 { st_both hdel $k $e }
+                5 { st_both hincrby $k counter [randomInt 50] }
+                6 { st_both hsetnx $k $e $e2 }
+                7 { st_both hdel $k f[randomInt 300] }
+                8 { st_both hlen $k }
+                9 { st_both expire $k [expr {100000 + [randomInt 1000]}] }
+            }
+        }
+        zset {
+            switch $r {
+                0 - 1 - 2 { st_both zadd $k [randomInt 1000] $e }
+                3 { st_both zincrby $k 1.5 $e }
+                4 { st_both zrem $k $e }
+                5 { st_both zremrangebyrank $k 0 [randomInt 3] }
+                6 { st_both zadd $k [randomInt 100] m[randomInt 200] }
+                7 { st_both zadd $k 1 [randstring 70 120 alpha] }
+                8 { st_both zrange $k 0 -1 withscores }
+                9 { st_both zpopmin $k }
+            }
+        }
+        stream {
+            if {![info exists st_xid($k)]} { set st_xid($k) 0 }
+            switch $r {
+                0 - 1 - 2 - 3 {
+                    incr st_xid($k)
+                    st_both xadd $k $st_xid($k)-1 f $e g $e2
+                }
+                4 { st_both xdel $k [randomInt [expr {$st_xid($k) + 1}]]-1 }
+                5 { st_both xtrim $k maxlen [expr {50 + [randomInt 100]}] }
+                6 { st_both xgroup create $k g[expr {1 + [randomInt 2]}] 0 mkstream }
+                7 { st_both xreadgroup group g1 c[randomInt 3] count 3 streams $k > }
+                8 { st_both xack $k g1 [randomInt [expr {$st_xid($k) + 1}]]-1 }
+                9 { st_both xgroup delconsumer $k g1 c[randomInt 3] }
+            }
+        }
+    }
+}
+
+set st_types {str list set hash zset stream}
+
+start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {external:skip cluster rdmamig}} {
+    rdmamig_own_all_slots -1
+    rdmamig_own_all_slots 0
+
+    set keys {}
+    set streams {}
+    foreach t $st_types {
+        for {set i 0} {$i < 40} {incr i} {
+            lappend keys [list $t "$t:$i"]
+            if {$t eq "stream"} { lappend streams "$t:$i" }
+        }
+    }
+    set slots [st_slots 0 [lmap tk $keys {lindex $tk 1}]]
+
+    test {Slot affinity types: encoding conversions of relocated values} {
+        # Small encodings first, relocated; then converted in place.
+        st_both set enc:int 12345
+        st_both set enc:embstr hello
+        st_both set enc:raw [string repeat r 100]
+        st_both rpush enc:list a b c
+        st_both sadd enc:intset 1 2 3
+        st_both sadd enc:sethash 1 2 3
+        st_both hset enc:hashlp f v
+        st_both hset enc:hashht f v
+        st_both zadd enc:zsetlp 1 a
+        st_both zadd enc:zsetsl 1 a
+        st_both xadd enc:stream 1-1 f v
+        st_both set enc:str2int 99
+        st_wait_compacted 0
+        st_both sadd enc:sethash notanumber
+        st_both hset enc:hashht g [string repeat h 100]
+        st_both zadd enc:zsetsl 2 [string repeat z 100]
+        st_both rpush enc:list {*}[lrepeat 200 [string repeat l 100]]
+        st_both append enc:str2int x
+        st_both append enc:embstr [string repeat e 100]
+        foreach {k enc} {enc:int int enc:embstr raw enc:raw raw enc:list quicklist
+                         enc:intset intset enc:sethash hashtable enc:hashlp listpack
+                         enc:hashht hashtable enc:zsetlp listpack enc:zsetsl skiplist
+                         enc:stream stream enc:str2int raw} {
+            assert_equal $enc [r 0 object encoding $k]
+        }
+        st_wait_compacted 0
+        set encslots [st_slots 0 [r 0 keys enc:*]]
+        st_assert_in_blocks 0 $encslots
+        lappend slots {*}$encslots
+        st_digests_equal enc:stream
+        lappend streams enc:stream
+    }
+
+    test {Slot affinity types: random workload over every type, relocated in the background} {
+        set relocated [st_info 0 slotalloc_relocated_keys]
+        for {set n 0} {$n < 6000} {incr n} {
+            set tk [lindex $keys [randomInt [llength $keys]]]
+            st_random_op {*}$tk
+        }
+        # The workload converted encodings along the way.
+        set encodings {}
+        foreach tk $keys {
+            set k [lindex $tk 1]
+            if {[r 0 exists $k]} {
+                dict set encodings "[r 0 type $k]/[r 0 object encoding $k]" 1
+            }
+        }
+        foreach e {string/raw list/quicklist set/hashtable hash/hashtable
+                   zset/skiplist stream/stream} {
+            assert {[dict exists $encodings $e]}
+        }
+        st_wait_compacted 0
+        assert {[st_info 0 slotalloc_relocated_keys] > $relocated}
+        st_digests_equal $streams
+        st_assert_in_blocks 0 $slots
+    }
+
+    test {Slot affinity types: big keys of 100k+ elements are relocated in steps} {
+        set bigkeys {big:hash big:set big:intset big:zset big:list big:stream}
+        set big [st_info 0 slotalloc_relocated_big_keys]
+        set script {
+            local t = ARGV[1]
+            for i = 1, tonumber(ARGV[2]) do
+                if t == 'hash' then redis.call('hset', KEYS[1], 'field:' .. i, 'value:' .. i)
+                elseif t == 'set' then redis.call('sadd', KEYS[1], 'member:' .. i)
+                elseif t == 'intset' then redis.call('sadd', KEYS[1], i)
+                elseif t == 'zset' then redis.call('zadd', KEYS[1], i % 1000, 'member:' .. i)
+                elseif t == 'list' then redis.call('rpush', KEYS[1], 'element:' .. i)
+                else redis.call('xadd', KEYS[1], i .. '-1', 'f', i) end
+            end
+            return redis.call('type', KEYS[1])['ok']
+        }
+        foreach k $bigkeys {
+            st_both eval $script 1 $k [lindex [split $k :] 1] 100000
+        }
+        st_both xgroup create big:stream g1 0
+        st_both xreadgroup group g1 c1 count 1000 streams big:stream >
+        lappend streams big:stream
+        # Writes while the cycle steps through them.
+        for {set n 0} {$n < 300} {incr n} {
+            st_both hset big:hash field:[randomInt 200000] [st_rand_elem]
+            st_both srem big:set member:[randomInt 100000]
+            st_both zincrby big:zset 1 member:[randomInt 100000]
+            st_both lpop big:list
+            st_both rpush big:list [st_rand_elem]
+            st_both xdel big:stream [expr {1 + [randomInt 100000]}]-1
+        }
+        st_wait_compacted 0
+        assert {[st_info 0 slotalloc_relocated_big_keys] >= $big + [llength $bigkeys]}
+        st_digests_equal $streams
+        foreach k $bigkeys {
+            set d [r 0 cluster slotblocks [r 0 cluster keyslot $k]]
+            assert {[dict get $d bytes_in_blocks] * 100 >= [dict get $d bytes] * 99}
+        }
+        lappend slots {*}[st_slots 0 $bigkeys]
+        st_assert_in_blocks 0 $slots
+    }
+
+    test {Slot affinity types: keys with short TTLs expire on both servers} {
+        set short {}
+        for {set i 0} {$i < 60} {incr i} {
+            set t [lindex $st_types [expr {$i % 6}]]
+            set k "ttl:$t:$i"
+            switch $t {
+                str { st_both set $k [randstring 1 500 alpha] }
+                list { st_both rpush $k a b [randstring 100 300 alpha] }
+                set { st_both sadd $k 1 2 x }
+                hash { st_both hset $k f [randstring 70 100 alpha] }
+                zset { st_both zadd $k 1 a 2 b }
+                stream { st_both xadd $k 1-1 f v }
+            }
+            st_both pexpire $k [expr {50 + [randomInt 100]}]
+            lappend short $k
+        }
+        wait_for_condition 100 50 {
+            [r -1 dbsize] == [r 0 dbsize] &&
+            [st_existing 0 $short] == 0 && [st_existing -1 $short] == 0
+        } else {
+            fail "short-TTL keys did not expire"
+        }
+        st_wait_compacted 0
+        st_digests_equal $streams
+    }
+
+    test {Slot affinity types: DEL, UNLINK and lazyfree of relocated values} {
+        set used [st_info 0 slotalloc_used_bytes]
+        st_both config set lazyfree-lazy-user-del yes
+        st_both unlink big:hash
+        st_both unlink big:zset
+        st_both del big:list
+        st_both del big:set
+        st_both config set lazyfree-lazy-user-del no
+        wait_lazyfree_done r
+        foreach tk [lrange $keys 0 9] { st_both del [lindex $tk 1] }
+        assert {[st_info 0 slotalloc_used_bytes] < $used}
+        st_wait_compacted 0
+        st_digests_equal $streams
+    }
+
+    test {Slot affinity types: DEBUG RELOAD, then the cycle relocates the loaded keys} {
+        set digest [r 0 debug digest]
+        r -1 debug reload
+        r 0 debug reload
+        assert_equal $digest [r 0 debug digest]
+        st_digests_equal $streams
+        st_wait_compacted 0
+        st_assert_in_blocks 0 $slots
+        assert_equal $digest [r 0 debug digest]
+    }
+
+    test {Slot affinity types: BGSAVE and restart} {
+        set digest [r 0 debug digest]
+        r 0 bgsave
+        waitForBgsave [srv 0 client]
+        restart_server 0 true false
+        assert_equal $digest [r 0 debug digest]
+        wait_for_condition 300 100 {
+            [regexp {cluster_state:ok} [r 0 cluster info]]
+        } else {
+            fail "cluster not ok after restart"
+        }
+        r 0 config set slot-affinity-cpu 100
+        st_wait_compacted 0
+        st_assert_in_blocks 0 $slots
+        st_digests_equal $streams
+    }
+
+    test {Slot affinity types: AOF rewrite and reload} {
+        set digest [r 0 debug digest]
+        r 0 config set appendonly yes
+        waitForBgrewriteaof [srv 0 client]
+        r 0 bgrewriteaof
+        waitForBgrewriteaof [srv 0 client]
+        r 0 debug loadaof
+        assert_equal $digest [r 0 debug digest]
+        st_wait_compacted 0
+        st_assert_in_blocks 0 $slots
+        r 0 config set appendonly no
+        st_digests_equal $streams
+    }
+
+    test {Slot affinity types: FLUSHALL ASYNC leaves no live allocation in blocks} {
+        st_both flushall async
+        wait_lazyfree_done r
+        wait_for_condition 100 50 {
+            [st_info 0 slotalloc_live_allocs] == 0 &&
+            [st_info 0 slotalloc_used_bytes] == 0
+        } else {
+            fail "block memory left after FLUSHALL ASYNC: [r 0 info slotalloc]"
+        }
+        st_digests_equal {}
+    }
+}
+}
+
+# Eviction of relocated keys of every type under maxmemory: LRU picks keys
+# at random, so this is checked per key instead of against a reference.
+proc st_expected {t i} {
+    set v [string repeat [format %03d [expr {$i % 1000}]] 1000]
+    switch $t {
+        str { return $v }
+        list { return [list a $v b] }
+        set { return [lsort [list x $v y]] }
+        hash { return [list f1 $v f2 x] }
+        zset { return [list $v 1] }
+    }
+}
+
+start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {external:skip cluster rdmamig}} {
+    rdmamig_own_all_slots 0
+
+    test {Slot affinity types: eviction under maxmemory frees relocated keys} {
+        r config set maxmemory-policy allkeys-lru
+        r config set maxmemory [expr {[s used_memory] + 8*1024*1024}]
+        set types {str list set hash zset}
+        set n 0
+        for {set batch 0} {$batch < 12} {incr batch} {
+            for {set j 0} {$j < 500} {incr j; incr n} {
+                set t [lindex $types [expr {$n % 5}]]
+                set v [st_expected $t $n]
+                switch $t {
+                    str { r set ev:$n $v }
+                    list { r rpush ev:$n {*}$v }
+                    set { r sadd ev:$n {*}$v }
+                    hash { r hset ev:$n {*}$v }
+                    zset { r zadd ev:$n 1 [lindex $v 0] }
+                }
+            }
+            st_wait_compacted 0
+        }
+        assert {[s evicted_keys] > 0}
+        set maxmemory [lindex [r config get maxmemory] 1]
+        assert {[s used_memory] <= $maxmemory * 1.1}
+        set left 0
+        for {set i 0} {$i < $n} {incr i} {
+            set t [lindex $types [expr {$i % 5}]]
+            if {![r exists ev:$i]} continue
+            incr left
+            switch $t {
+                str { assert_equal [st_expected $t $i] [r get ev:$i] }
+                list { assert_equal [st_expected $t $i] [r lrange ev:$i 0 -1] }
+                set { assert_equal [st_expected $t $i] [lsort [r smembers ev:$i]] }
+                hash { assert_equal [lsort [st_expected $t $i]] [lsort [r hgetall ev:$i]] }
+                zset { assert_equal [st_expected $t $i] [r zrange ev:$i 0 -1 withscores] }
+            }
+        }
+        assert {$left > 0 && $left < $n}
+        assert_equal $left [r dbsize]
+        set slots {}
+        for {set i 0} {$i < $n} {incr i 37} {
+            if {[r exists ev:$i]} { dict set slots [r cluster keyslot ev:$i] 1 }
+        }
+        st_assert_in_blocks 0 [dict keys $slots]
+        # What is left in blocks is what the surviving keys own.
+        assert {[st_info 0 slotalloc_used_bytes] < $maxmemory}
+        r config set maxmemory 0
+        r flushall
+        wait_for_condition 100 50 {
+            [st_info 0 slotalloc_live_allocs] == 0
+        } else {
+            fail "block memory left after FLUSHALL"
+        }
+    }
+}
+
+set ::singledb $old_singledb
