@@ -61,7 +61,10 @@ build: $(TREE)/.prepared
 	@. $(CACHE)/source.env && echo "build: redis $$PATCHLEVEL + patches/ (BUILD_RDMA=$(BUILD_RDMA))"
 	$(MAKE) -C $(TREE) -j$(JOBS) BUILD_TLS=no
 	@mkdir -p bin
-	@for b in $(BINARIES); do cmp -s $(TREE)/src/$$b bin/$$b || cp $(TREE)/src/$$b bin/$$b; done
+	@# cp to a temporary name, then rename: a running bin/redis-server
+	@# ("text file busy") is replaced, not half-written, and errors stop make.
+	@for b in $(BINARIES); do cmp -s $(TREE)/src/$$b bin/$$b || \
+		{ cp $(TREE)/src/$$b bin/.$$b.tmp && mv -f bin/.$$b.tmp bin/$$b; } || exit 1; done
 	@if bin/redis-server --version | grep -q ' rdma=yes'; then \
 		$(MAKE) --no-print-directory bin/rdma-smoke; \
 	else rm -f bin/rdma-smoke; fi
