@@ -93,6 +93,11 @@
  * (descriptor, its page table entry) does not change while it is live.
  * Global counters are relaxed atomics, updated under the arena mutexes.
  *
+ * Draining. slotAllocDrainBlock() takes a block's free slabs and spans off
+ * its arena's lists (the page table still describes them), so nothing new
+ * is allocated in it; slot compaction moves its live allocations out, and
+ * a draining block that empties is released at once instead of cached.
+ *
  * Migration. The donor lists a slot's blocks (slotAllocSlotBlocks) and
  * ships them. The recipient creates "detached" blocks of the same sizes
  * (slotAllocReserveBlocks): committed, zero, part of no arena. Once the
@@ -238,6 +243,8 @@ typedef struct saBlock {
     uint32_t free_pages;    /* Pages in free spans. */
     int slot;
     uint8_t state, huge;
+    uint8_t draining;       /* Being emptied: its free space is not on the
+                             * arena's lists, so nothing new lands in it. */
 } saBlock;
 
 typedef struct saArena {
@@ -632,11 +639,11 @@ static void saSpanInsert(saArena *a, saBlock *b, uint32_t h, uint32_t len) {
     b->pt[h + len - 1] = (saPageEntry){SA_PG_FREE, 0, (uint16_t)len};
     s->block = b;
     s->page = h;
-    saListPush(&a->spans[saSpanBin(len)], s);
+    if (!b->draining) saListPush(&a->spans[saSpanBin(len)], s);
 }
 
 static void saSpanRemove(saArena *a, saBlock *b, uint32_t h) {
-    saListUnlink(&a->spans[saSpanBin(b->pt[h].arg)], &b->pinfo[h]);
+    if (!b->draining) saListUnlink(&a->spans[saSpanBin(b->pt[h].arg)], &b->pinfo[h]);
 }
 
 /* Pages [h, h+n) of b become free, merged with free neighbours. */
@@ -689,7 +696,8 @@ static void saArenaReleaseBlock(saArena *a, saBlock *b) {
                 saSpanRemove(a, b, i);
                 i += e.arg;
             } else if (e.kind == SA_PG_SLAB) {
-                if (b->pinfo[i].nfree) saListUnlink(&a->partial[e.cls], &b->pinfo[i]);
+                if (b->pinfo[i].nfree && !b->draining)
+                    saListUnlink(&a->partial[e.cls], &b->pinfo[i]);
                 i += sa_class_pages[e.cls];
             } else {
                 i += e.arg;
@@ -713,7 +721,7 @@ static void saArenaReleaseBlock(saArena *a, saBlock *b) {
 /* A block just lost its last allocation: apply the empty block policy
  * described at the top of the file. */
 static void saBlockEmptied(saArena *a, saBlock *b) {
-    if (b->huge) {
+    if (b->huge || b->draining) {
         saArenaReleaseBlock(a, b);
     } else if (!a->empty) {
         saSetEmpty(a, b);
@@ -895,10 +903,12 @@ static void saArenaFree(saArena *a, saBlock *b, char *p) {
         *word &= ~mask;
         saPageInfo *s = &b->pinfo[h];
         if (s->hint > idx / 64) s->hint = idx / 64;
-        if (s->nfree++ == 0) saListPush(&a->partial[c], s);
+        if (s->nfree++ == 0 && !b->draining) saListPush(&a->partial[c], s);
         /* An empty slab goes back to the spans unless it is the only one
          * of its class with free chunks. */
-        if (s->nfree == sa_class_chunks[c] && (a->partial[c] != s || s->next)) {
+        if (s->nfree == sa_class_chunks[c] && b->draining) {
+            saPagesFree(a, b, h, sa_class_pages[c]);
+        } else if (s->nfree == sa_class_chunks[c] && (a->partial[c] != s || s->next)) {
             saListUnlink(&a->partial[c], s);
             saPagesFree(a, b, h, sa_class_pages[c]);
         }
@@ -1428,6 +1438,67 @@ int slotAllocBlockIsSparse(void *block_addr, double threshold) {
     return sparse;
 }
 
+/* Take the free slabs and spans of block b off (on = 0: back on) its
+ * arena's lists. Lock held. */
+static void saBlockSetDraining(saArena *a, saBlock *b, int on) {
+    uint32_t i = b->hdr_pages;
+
+    if (b->draining == on) return;
+    if (on) b->draining = 0;    /* Unlink while the records are linked. */
+    while (i < b->npages) {
+        saPageEntry e = b->pt[i];
+        saPageInfo *s = &b->pinfo[i];
+        if (e.kind == SA_PG_FREE) {
+            if (on) saListUnlink(&a->spans[saSpanBin(e.arg)], s);
+            else saListPush(&a->spans[saSpanBin(e.arg)], s);
+            i += e.arg;
+        } else if (e.kind == SA_PG_SLAB) {
+            if (s->nfree) {
+                if (on) saListUnlink(&a->partial[e.cls], s);
+                else saListPush(&a->partial[e.cls], s);
+            }
+            i += sa_class_pages[e.cls];
+        } else {
+            i += e.arg;
+        }
+    }
+    b->draining = (uint8_t)on;
+}
+
+/* Sparse-block compaction. Draining an active normal block stops new
+ * allocations from landing in it; moving its live allocations elsewhere
+ * in the slot (slotcompact.c does, since slotAllocIsDraining() tells it
+ * which pointers to move) then empties it, and an emptied draining block
+ * is released at once. on = 0 makes it an ordinary block again. Returns 0,
+ * or -1 (EINVAL) if block_addr is not the start of an active normal block. */
+int slotAllocDrainBlock(void *block_addr, int on) {
+    saBlock *b = saLookup(block_addr);
+    saArena *a;
+    int ret = -1;
+
+    if (!b || b->base != block_addr) {
+        errno = EINVAL;
+        return -1;
+    }
+    a = saArenaGet(b->slot, 0);
+    pthread_mutex_lock(&a->lock);
+    if (b->state == SA_BLOCK_ACTIVE && !b->huge && b->base == block_addr) {
+        if (on && a->empty == b) saSetEmpty(a, NULL);
+        saBlockSetDraining(a, b, on != 0);
+        ret = 0;
+    } else {
+        errno = EINVAL;
+    }
+    pthread_mutex_unlock(&a->lock);
+    return ret;
+}
+
+/* Whether p lies in a draining block. Lock free, like SlotOf. */
+int slotAllocIsDraining(const void *p) {
+    saBlock *b = saLookup(p);
+    return b && b->draining;
+}
+
 /* Counters are read without stopping other threads: each is exact, but
  * they may come from slightly different moments. */
 void slotAllocGetStats(slotAllocStats *st) {
@@ -1522,8 +1593,11 @@ static int saTestVerifyArena(saArena *a, size_t *live, size_t *used, size_t *blo
             ((saBlockHeader *)b->base)->slot != (uint32_t)a->slot ||
             in.live != b->live || in.used != b->used_bytes || in.huge != b->huge ||
             (!b->huge && in.free_pages != b->free_pages)) return 0;
-        nonfull += in.nonfull_slabs;
-        runs += in.free_runs;
+        /* A draining block's free slabs and spans are on no list. */
+        if (!b->draining) {
+            nonfull += in.nonfull_slabs;
+            runs += in.free_runs;
+        }
         nb++, bytes += b->size, l += b->live, u += b->used_bytes;
     }
     if (nb != a->nblocks || bytes != a->block_bytes || l != a->live || u != a->used_bytes)
@@ -1534,7 +1608,7 @@ static int saTestVerifyArena(saArena *a, size_t *live, size_t *used, size_t *blo
             uint32_t cnt = 0;
             for (uint32_t j = 0; j < sa_class_pages[c] * SA_WORDS_PER_PAGE; j++)
                 cnt += __builtin_popcountll(s->block->bitmap[(size_t)s->page * SA_WORDS_PER_PAGE + j]);
-            if (e.kind != SA_PG_SLAB || e.arg || e.cls != c || !s->nfree ||
+            if (e.kind != SA_PG_SLAB || e.arg || e.cls != c || !s->nfree || s->block->draining ||
                 s->nfree != sa_class_chunks[c] - cnt) return 0;
         }
     }
@@ -1543,7 +1617,7 @@ static int saTestVerifyArena(saArena *a, size_t *live, size_t *used, size_t *blo
     for (int bin = 0; bin < SA_SPAN_BINS; bin++) {
         for (saPageInfo *s = a->spans[bin]; s; s = s->next, n++) {
             saPageEntry e = s->block->pt[s->page];
-            if (e.kind != SA_PG_FREE || saSpanBin(e.arg) != bin ||
+            if (e.kind != SA_PG_FREE || saSpanBin(e.arg) != bin || s->block->draining ||
                 s->block->pt[s->page + e.arg - 1].arg != e.arg) return 0;
         }
     }
@@ -1827,6 +1901,68 @@ static int saTestBlockReuse(void) {
             SA_CHECK(saTestResident(bi[i].addr, bi[i].size) == 0 && !slotAllocOwns(bi[i].addr));
     }
     slotAllocFree(p);
+    return 0;
+}
+
+/* Sparse-block compaction: a draining block takes no new allocation,
+ * moving its allocations out releases it, and undraining restores it. */
+static int saTestDrain(void) {
+    static void *ptrs[4096];
+    slotAllocBlockInfo bi[8];
+    slotAllocSlotStat ss;
+    size_t n = 0, nb;
+    char *first, *p;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    do {
+        SA_CHECK(n < 4096 && (ptrs[n] = slotAllocMalloc(3, 40 + n % 200)) != NULL);
+        memset(ptrs[n], (int)(n & 0xff), 40 + n % 200);
+        n++;
+        slotAllocSlotStats(3, &ss);
+    } while (ss.blocks < 3);
+    nb = slotAllocSlotBlocks(3, bi, 8);
+    SA_CHECK(nb == 3);
+    /* The first block: keep one allocation in four, free the others. */
+    first = slotAllocBlockOf(ptrs[0]);
+    for (size_t i = 0; i < n; i++) {
+        if (slotAllocBlockOf(ptrs[i]) == first && i % 4) {
+            slotAllocFree(ptrs[i]);
+            ptrs[i] = NULL;
+        }
+    }
+    SA_CHECK(slotAllocBlockIsSparse(first, 0.5));
+    SA_CHECK(slotAllocDrainBlock(first, 1) == 0);
+    SA_CHECK(slotAllocDrainBlock((char *)first + 4096, 1) == -1);
+    SA_CHECK(saTestVerifyAll());
+    /* New allocations, of every small class, avoid it. */
+    for (int i = 0; i < 200; i++) {
+        SA_CHECK((p = slotAllocMalloc(3, 16 + i * 7)) != NULL);
+        SA_CHECK(slotAllocBlockOf(p) != first && !slotAllocIsDraining(p));
+        slotAllocFree(p);
+    }
+    /* Move what is left in it, as slot compaction does: copy, free. */
+    for (size_t i = 0; i < n; i++) {
+        if (!ptrs[i] || !slotAllocIsDraining(ptrs[i])) continue;
+        size_t sz = 40 + i % 200;
+        SA_CHECK((p = slotAllocMalloc(3, sz)) != NULL && !slotAllocIsDraining(p));
+        memcpy(p, ptrs[i], sz);
+        slotAllocFree(ptrs[i]);
+        ptrs[i] = p;
+    }
+    /* The emptied draining block is gone at once (not cached). */
+    SA_CHECK(!slotAllocOwns(first));
+    slotAllocSlotStats(3, &ss);
+    SA_CHECK(ss.blocks == 2 && !ss.has_cached_empty);
+    SA_CHECK(saTestVerifyAll());
+    for (size_t i = 0; i < n; i++)
+        if (ptrs[i]) SA_CHECK(saTestFilled(ptrs[i], 40 + i % 200, (int)(i & 0xff)));
+    /* Undraining gives a block its free space back. */
+    nb = slotAllocSlotBlocks(3, bi, 8);
+    SA_CHECK(slotAllocDrainBlock(bi[0].addr, 1) == 0);
+    SA_CHECK(saTestVerifyAll());
+    SA_CHECK(slotAllocDrainBlock(bi[0].addr, 0) == 0 && !slotAllocIsDraining(bi[0].addr));
+    SA_CHECK(saTestVerifyAll());
+    for (size_t i = 0; i < n; i++) slotAllocFree(ptrs[i]);
     return 0;
 }
 
@@ -2322,6 +2458,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"exhaustion of a small range returns NULL and recovers", saTestExhaustion},
         {"random alloc/free mix across slots with content checks", saTestFragmentation},
         {"empty blocks go back to the OS and ranges are reused", saTestBlockReuse},
+        {"draining a sparse block: avoided, then released", saTestDrain},
         {"release of a whole slot", saTestReleaseSlot},
         {"realloc across classes keeps contents", saTestRealloc},
         {"stats match live allocations, sparse blocks", saTestStats},

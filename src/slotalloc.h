@@ -134,6 +134,11 @@ void slotAllocReleaseSlot(int slot);
  * lock free snapshots of exact counters. */
 size_t slotAllocTrim(void);
 int slotAllocBlockIsSparse(void *block_addr, double threshold);
+/* Sparse-block compaction: a draining block gets no new allocations and is
+ * released as soon as its last one is freed (or moved). IsDraining is an
+ * O(1) lock-free lookup like SlotOf. */
+int slotAllocDrainBlock(void *block_addr, int on);
+int slotAllocIsDraining(const void *p);
 void slotAllocGetStats(slotAllocStats *st);
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st);
 

@@ -70,6 +70,16 @@
 extern void *(*activeDefragAllocTarget)(void *ptr);
 #endif
 
+/* Sparse blocks: a normal block whose live allocations fill less than
+ * SLOTCOMPACT_SPARSE_RATIO of it, in a slot whose other blocks have room
+ * for them twice over, is drained (slotAllocDrainBlock) and its slot
+ * revisited: relocation moves whatever lies in a draining block, and the
+ * allocator releases the block when it empties. The sweep looks at
+ * SLOTCOMPACT_SPARSE_SCAN slots per cron call. */
+#define SLOTCOMPACT_SPARSE_RATIO 0.25
+#define SLOTCOMPACT_SPARSE_SCAN 512
+#define SLOTCOMPACT_MAX_DRAINING 64
+
 /* A big key queued by defrag's traversal for the background cycle. */
 typedef struct slotCompactLaterItem {
     int slot;
@@ -98,6 +108,12 @@ static struct {
     int later_slot;
     unsigned long later_cursor;
     long long timer_id;             /* Background timer event, or -1. */
+    /* Sparse-block compaction. */
+    int sparse_cursor;              /* Next slot the sweep looks at. */
+    int ndraining;
+    struct { int slot; void *block; } draining[SLOTCOMPACT_MAX_DRAINING];
+    long long sparse_drained;       /* Blocks emptied and released. */
+    long long sparse_kept;          /* Drained, but something stayed. */
     /* Stats. */
     long long relocated_keys;       /* Keys with at least one allocation moved. */
     long long relocated_big_keys;   /* Big values finished in steps. */
@@ -207,6 +223,65 @@ int slotCompactEnabled(void) {
 
 /* ============================ Housekeeping ================================ */
 
+#ifdef HAVE_DEFRAG
+static void slotCompactMarkDirty(int slot, int urgent);
+int slotCompactSlotPending(int slot);
+
+/* Pick the sparsest block of a slot worth draining, or NULL. */
+static void *slotCompactSparseBlock(int slot) {
+    slotAllocBlockInfo bi[64];
+    size_t n = slotAllocSlotBlocks(slot, bi, 64), free_other = 0, i;
+    void *best = NULL;
+    double best_fill = SLOTCOMPACT_SPARSE_RATIO;
+
+    if (n < 2 || n > 64) return NULL;
+    for (i = 0; i < n; i++)
+        if (!bi[i].huge) free_other += bi[i].size - bi[i].used_bytes;
+    for (i = 0; i < n; i++) {
+        double fill = (double)bi[i].used_bytes / (double)bi[i].size;
+        if (bi[i].huge || fill >= best_fill) continue;
+        if (free_other - (bi[i].size - bi[i].used_bytes) < 2 * bi[i].used_bytes) continue;
+        best = bi[i].addr;
+        best_fill = fill;
+    }
+    return best;
+}
+
+/* serverCron: finish drains whose slot was revisited, and look at the next
+ * SLOTCOMPACT_SPARSE_SCAN slots for sparse blocks. */
+static void slotCompactSparseCron(void) {
+    for (int j = 0; j < sc.ndraining; j++) {
+        if (slotCompactSlotPending(sc.draining[j].slot)) continue;
+        /* Emptied blocks were released by the allocator; one that is
+         * still draining kept something compaction could not move. */
+        if (slotAllocIsDraining(sc.draining[j].block)) {
+            slotAllocDrainBlock(sc.draining[j].block, 0);
+            sc.sparse_kept++;
+        } else {
+            sc.sparse_drained++;
+        }
+        sc.draining[j--] = sc.draining[--sc.ndraining];
+    }
+    if (!slotCompactEnabled() || server.slot_affinity_cpu == 0) return;
+    for (int n = 0; n < SLOTCOMPACT_SPARSE_SCAN; n++) {
+        int slot = sc.sparse_cursor;
+        void *block;
+
+        if (sc.ndraining == SLOTCOMPACT_MAX_DRAINING) break;
+        sc.sparse_cursor = (sc.sparse_cursor + 1) % CLUSTER_SLOTS;
+        if (slotCompactSlotPending(slot)) continue;
+        if ((block = slotCompactSparseBlock(slot)) == NULL) continue;
+        if (slotAllocDrainBlock(block, 1) == -1) continue;
+        sc.draining[sc.ndraining].slot = slot;
+        sc.draining[sc.ndraining].block = block;
+        sc.ndraining++;
+        slotCompactMarkDirty(slot, 0);
+    }
+}
+#else
+static void slotCompactSparseCron(void) {}
+#endif
+
 /* serverCron, main thread. The allocator keeps the last emptied block of
  * each slot committed so that a slot growing and shrinking around a block
  * boundary does not map and unmap on every key; after a flush that would
@@ -215,8 +290,9 @@ int slotCompactEnabled(void) {
 void slotCompactCron(void) {
     slotAllocStats st;
 
-    if (!sc.initialized || server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS)
-        return;
+    if (!sc.initialized) return;
+    slotCompactSparseCron();
+    if (server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS) return;
     sc.last_trim = server.mstime;
     slotAllocGetStats(&st);
     if (st.cached_empty_blocks) slotAllocTrim();
@@ -250,13 +326,16 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_relocated_bytes:%lld\r\n"
         "slotalloc_compaction_usec:%lld\r\n"
         "slotalloc_pending_slots:%d\r\n"
-        "slotalloc_pending_big_keys:%lu\r\n",
+        "slotalloc_pending_big_keys:%lu\r\n"
+        "slotalloc_draining_blocks:%d\r\n"
+        "slotalloc_sparse_blocks_released:%lld\r\n",
         slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
         sc.dirty_slots,
-        (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL));
+        (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
+        sc.ndraining, sc.sparse_drained);
 }
 
 /* ============================ Relocation ================================== */
@@ -282,7 +361,8 @@ static void *slotCompactMove(void *ptr) {
     size_t size, usable;
     void *newptr;
 
-    if (slotAllocSlotOf(ptr) == sc.target_slot) return NULL;
+    if (slotAllocSlotOf(ptr) == sc.target_slot && !slotAllocIsDraining(ptr))
+        return NULL;
     size = zmalloc_size(ptr);
     newptr = ztrymalloc_foreign(sc.target_slot, size, &usable);
     if (newptr == NULL) return NULL;

@@ -379,6 +379,42 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         st_digests_equal $streams
     }
 
+    test {Slot affinity types: sparse blocks are emptied and released} {
+        # One slot (hash tag) with many keys, then 9 in 10 deleted: the
+        # survivors are spread over all its blocks.
+        set script {
+            for i = 1, tonumber(ARGV[1]) do
+                redis.call('set', KEYS[1] .. ':' .. i, string.rep('v', 100 + i % 300))
+            end
+            return 1
+        }
+        st_both eval $script 1 "{sparse}" 40000
+        st_wait_compacted 0
+        set slot [r 0 cluster keyslot "{sparse}"]
+        set before [r 0 cluster slotblocks $slot]
+        assert {[dict get $before blocks] >= 4}
+        set script {
+            for i = 1, tonumber(ARGV[1]) do
+                if i % 10 ~= 0 then redis.call('del', KEYS[1] .. ':' .. i) end
+            end
+            return 1
+        }
+        st_both eval $script 1 "{sparse}" 40000
+        set released [st_info 0 slotalloc_sparse_blocks_released]
+        wait_for_condition 300 100 {
+            [dict get [r 0 cluster slotblocks $slot] block_bytes] * 3 <
+                [dict get $before block_bytes]
+        } else {
+            fail "sparse blocks were not released: [r 0 cluster slotblocks $slot]"
+        }
+        assert {[st_info 0 slotalloc_sparse_blocks_released] > $released}
+        set after [r 0 cluster slotblocks $slot]
+        assert_equal 4000 [dict get $after keys]
+        assert_equal 4000 [dict get $after keys_in_blocks]
+        st_wait_compacted 0
+        st_digests_equal $streams
+    }
+
     test {Slot affinity types: FLUSHALL ASYNC leaves no live allocation in blocks} {
         st_both flushall async
         wait_lazyfree_done r
