@@ -1438,6 +1438,68 @@ int slotAllocBlockIsSparse(void *block_addr, double threshold) {
     return sparse;
 }
 
+/* For a migration's recipient, which must not trust what it received:
+ * the usable size of p if p is the start of a live allocation in an
+ * active block of the slot, 0 otherwise (any other address, a free chunk,
+ * the inside of an allocation). Lock free, like UsableSize: the caller
+ * (the thread adopting the slot) is the only one allocating or freeing in
+ * it. */
+size_t slotAllocLiveSize(int slot, const void *p) {
+    saBlock *b = saLookup(p);
+
+    if (!b || b->state != SA_BLOCK_ACTIVE || b->slot != slot) return 0;
+    size_t off = (const char *)p - b->base;
+    if (b->huge) return off == SA_PAGE_SIZE ? b->size - SA_PAGE_SIZE : 0;
+    uint32_t pg = off >> SA_PAGE_SHIFT;
+    saPageEntry e = b->pt[pg];
+    if (pg < b->hdr_pages) return 0;
+    if (e.kind == SA_PG_SLAB) {
+        uint32_t h = pg - e.arg, size = sa_class_size[e.cls];
+        size_t soff = off - ((size_t)h << SA_PAGE_SHIFT), idx = soff / size;
+        if (soff % size || idx >= sa_class_chunks[e.cls]) return 0;
+        uint64_t w = b->bitmap[(size_t)h * SA_WORDS_PER_PAGE + idx / 64];
+        return (w >> (idx % 64)) & 1 ? size : 0;
+    }
+    if (e.kind == SA_PG_RUN && (off & (SA_PAGE_SIZE - 1)) == 0)
+        return (size_t)e.arg << SA_PAGE_SHIFT;
+    return 0;
+}
+
+/* The live allocations of an active block, in address order: fills out[]
+ * with up to max of them and returns how many there are. */
+size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max) {
+    saBlock *b = saLookup(block_addr);
+    size_t n = 0;
+
+    if (!b || b->base != block_addr || b->state != SA_BLOCK_ACTIVE) return 0;
+    if (b->huge) {
+        if (max) out[0] = b->base + SA_PAGE_SIZE;
+        return 1;
+    }
+    for (uint32_t i = b->hdr_pages; i < b->npages;) {
+        saPageEntry e = b->pt[i];
+        if (e.kind == SA_PG_SLAB) {
+            uint32_t c = e.cls;
+            const uint64_t *bm = b->bitmap + (size_t)i * SA_WORDS_PER_PAGE;
+            for (uint32_t k = 0; k < sa_class_chunks[c]; k++) {
+                if (!((bm[k / 64] >> (k % 64)) & 1)) continue;
+                if (n < max) out[n] = b->base + ((size_t)i << SA_PAGE_SHIFT) + (size_t)k * sa_class_size[c];
+                n++;
+            }
+            i += sa_class_pages[c];
+        } else if (e.kind == SA_PG_RUN) {
+            if (n < max) out[n] = b->base + ((size_t)i << SA_PAGE_SHIFT);
+            n++;
+            i += e.arg;
+        } else if (e.kind == SA_PG_FREE && e.arg) {
+            i += e.arg;
+        } else {
+            i++;
+        }
+    }
+    return n;
+}
+
 /* Take the free slabs and spans of block b off (on = 0: back on) its
  * arena's lists. Lock held. */
 static void saBlockSetDraining(saArena *a, saBlock *b, int on) {
@@ -1966,6 +2028,48 @@ static int saTestDrain(void) {
     return 0;
 }
 
+/* What a recipient checks pointers with: LiveSize and BlockAllocs. */
+static int saTestLiveAllocs(void) {
+    static void *ptrs[600], *got[700];
+    slotAllocBlockInfo bi[8];
+    size_t nb, total = 0, sz;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    for (int i = 0; i < 600; i++) {
+        sz = i % 50 == 0 ? 20000 : 16 + (size_t)(i * 37) % 3000;
+        SA_CHECK((ptrs[i] = slotAllocMalloc(4, sz)) != NULL);
+    }
+    for (int i = 0; i < 600; i += 3) { slotAllocFree(ptrs[i]); ptrs[i] = NULL; }
+    SA_CHECK((got[0] = slotAllocMalloc(5, 100)) != NULL);
+    SA_CHECK(slotAllocLiveSize(4, got[0]) == 0 && slotAllocLiveSize(5, got[0]) >= 100);
+    slotAllocFree(got[0]);
+    for (int i = 0; i < 600; i++) {
+        if (!ptrs[i]) continue;
+        size_t u = slotAllocUsableSize(ptrs[i]);
+        SA_CHECK(slotAllocLiveSize(4, ptrs[i]) == u);
+        SA_CHECK(slotAllocLiveSize(4, (char *)ptrs[i] + 8) == 0);
+    }
+    SA_CHECK(slotAllocLiveSize(4, &total) == 0);
+    nb = slotAllocSlotBlocks(4, bi, 8);
+    SA_CHECK(nb >= 1 && nb <= 8);
+    SA_CHECK(slotAllocLiveSize(4, bi[0].addr) == 0);  /* a header */
+    for (size_t b = 0; b < nb; b++) {
+        size_t n = slotAllocBlockAllocs(bi[b].addr, got, 700);
+        SA_CHECK(n == bi[b].live_allocs && n <= 700);
+        for (size_t k = 0; k < n; k++) {
+            int found = 0;
+            SA_CHECK(slotAllocLiveSize(4, got[k]) > 0);
+            for (int i = 0; i < 600 && !found; i++) found = ptrs[i] == got[k];
+            SA_CHECK(found);
+            if (k) SA_CHECK((char *)got[k] > (char *)got[k - 1]);
+        }
+        total += n;
+    }
+    SA_CHECK(total == 400);
+    for (int i = 0; i < 600; i++) slotAllocFree(ptrs[i]);
+    return 0;
+}
+
 static int saTestReleaseSlot(void) {
     static void *ptrs[2000], *other[100];
     slotAllocBlockInfo bi[64];
@@ -2459,6 +2563,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"random alloc/free mix across slots with content checks", saTestFragmentation},
         {"empty blocks go back to the OS and ranges are reused", saTestBlockReuse},
         {"draining a sparse block: avoided, then released", saTestDrain},
+        {"live allocation checks and listing (recipient side)", saTestLiveAllocs},
         {"release of a whole slot", saTestReleaseSlot},
         {"realloc across classes keeps contents", saTestRealloc},
         {"stats match live allocations, sparse blocks", saTestStats},

@@ -122,6 +122,11 @@ void *slotAllocBlockOf(const void *p);
 size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max);
 int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void **addrs);
 int slotAllocAdoptBlock(int slot, void *addr);
+/* After adoption (recipient): LiveSize is the usable size of p if it is
+ * the start of a live allocation of the slot, else 0; BlockAllocs lists a
+ * block's live allocations (up to max; returns the count). */
+size_t slotAllocLiveSize(int slot, const void *p);
+size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max);
 void slotAllocReleaseBlock(void *addr);
 void slotAllocReleaseSlot(int slot);
 
