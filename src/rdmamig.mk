@@ -11,7 +11,7 @@
 # It also lists our object files for redis-server (RDMAMIG_SERVER_OBJ).
 
 BUILD_RDMA?=auto
-RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o
+RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o
 
 RDMAMIG_HAVE_VERBS:=$(shell printf '\043include <infiniband/verbs.h>\n\043include <rdma/rdma_cma.h>\nint main(void){return 0;}\n' | \
 	$(CC) -x c - -o /dev/null -libverbs -lrdmacm >/dev/null 2>&1 && echo yes || echo no)

@@ -445,6 +445,11 @@ static long long slotCompactSlotNow(int slot) {
     return keys;
 }
 
+/* Relocate one slot now, synchronously (main thread). */
+long long slotCompactSlotSync(int slot) {
+    return slotCompactSlotNow(slot);
+}
+
 /* ============================ Background compaction ======================= */
 
 /* The background cycle. Writes (signalModifiedKey) and loads mark slots
@@ -706,6 +711,7 @@ void slotCompactLoadingEnded(void) {}
 void slotCompactRequest(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }
 int slotCompactStep(uint64_t budget_us) { UNUSED(budget_us); return 0; }
+long long slotCompactSlotSync(int slot) { UNUSED(slot); return 0; }
 #endif
 
 /* DEBUG SLOTCOMPACT <slot>|ALL

@@ -37,6 +37,7 @@ void slotCompactLoadingEnded(void);
 void slotCompactRequest(int slot);
 int slotCompactSlotPending(int slot);
 int slotCompactStep(uint64_t budget_us);
+long long slotCompactSlotSync(int slot);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);

@@ -1,0 +1,735 @@
+/* What a slot migration puts in the blocks, and how the recipient adopts it.
+ *
+ * A migration ships a slot as the slot's blocks (slotalloc.c), copied byte
+ * for byte into blocks of the recipient that have the same sizes but other
+ * addresses (DESIGN.md sections 3 and 5). This file holds the two ends of
+ * that copy that know about Redis objects:
+ *
+ * Donor, main thread: migBuildManifest(). After slot compaction put every
+ * allocation of the slot's keys into its blocks, one record per key says
+ * where its key sds and its value are, and its TTL, as donor addresses.
+ * Values whose memory is flat or simply linked travel as they are
+ * (MIG_PATH_ZERO_COPY: strings of every encoding, listpacks, intsets,
+ * quicklists). The others (hash tables, skiplists, streams, module values;
+ * their tables and seeds are per process) travel as a DUMP payload that the
+ * donor writes into the slot's blocks too (MIG_PATH_DUMP); small shared
+ * integers, which live outside the blocks, travel as their value
+ * (MIG_PATH_INT). The manifest is itself one allocation in the blocks.
+ *
+ * Recipient: migPatchSlot() trusts nothing it reads. Every donor address
+ * must fall inside a received block (migTr) and be the start of a live
+ * allocation of the slot (slotAllocLiveSize, from the adopted blocks' own
+ * validated bitmaps); every sds header, robj, listpack (deep check, no
+ * duplicate fields), intset, quicklist node and LZF payload is checked
+ * against the allocation's usable size before anything is used; every key
+ * must hash to the slot and appear once; no allocation may belong to two
+ * keys; DUMP payloads go through verifyDumpPayload() and rdbLoadObject()
+ * like RESTORE. Pointers are rewritten in place (donor address -> local
+ * address) and the keys are returned, not yet linked: on any error the
+ * caller drops the slot's blocks wholesale and nothing of the slot is
+ * visible. migLinkAdopted() then links keys on the main thread, a bounded
+ * number per call, without copying them (the keyspace's dictEntry is the
+ * only new allocation). migSweepGarbage() frees every allocation of the
+ * received blocks that no adopted key owns.
+ *
+ * Blocks travel between hosts of the same architecture and byte order,
+ * running the same Redis build (the slot allocator's header checks the
+ * page size and size classes).
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#include "server.h"
+#include "cluster.h"
+#include "slotalloc.h"
+#include "slotcompact.h"
+#include "migblocks.h"
+#include "intset.h"
+#include "lzf.h"
+
+#include <math.h>
+
+int lpPairsValidateIntegrityAndDups(unsigned char *lp, size_t size, int deep);
+unsigned int countKeysInSlot(unsigned int hashslot);
+void createDumpPayload(rio *payload, robj *o, robj *key, int dbid);
+unsigned int delKeysInSlot(unsigned int hashslot);
+
+/* Keys seen in one adoption: sds in the received blocks, not owned. */
+static dictType migSeenDictType = {
+    dictSdsHash, NULL, NULL, dictSdsKeyCompare, NULL, NULL, NULL
+};
+
+#define MIG_MANIFEST_MAGIC 0x524d4d46u  /* "RMMF" */
+#define MIG_MANIFEST_VERSION 1
+
+/* One allocation in the blocks: fixed layout, host byte order. */
+typedef struct migManifestHeader {
+    uint32_t magic;
+    uint16_t version;
+    uint16_t slot;
+    uint64_t nkeys;
+} migManifestHeader;
+
+typedef struct migKeyRec {
+    uint64_t key;       /* Donor address of the key's sds (its buf). */
+    uint64_t val;       /* ZERO_COPY: robj address; DUMP: payload address;
+                         * INT: the integer. */
+    uint64_t len;       /* DUMP: payload length. */
+    int64_t expire;     /* Unix ms, -1: none. */
+    uint32_t path;
+    uint32_t reserved;
+} migKeyRec;
+
+#define migNextInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->next)
+
+/* ============================ Donor ======================================= */
+
+/* Whether every allocation of o lies in the slot's blocks, with nothing in
+ * it the recipient could not take as is. */
+static int migZeroCopyable(robj *o, int slot) {
+    if (o->refcount != 1 || slotAllocSlotOf(o) != slot) return 0;
+    switch (o->type) {
+    case OBJ_STRING:
+        if (o->encoding == OBJ_ENCODING_RAW)
+            return slotAllocSlotOf(sdsAllocPtr(o->ptr)) == slot;
+        return o->encoding == OBJ_ENCODING_EMBSTR || o->encoding == OBJ_ENCODING_INT;
+    case OBJ_LIST: {
+        quicklist *ql = o->ptr;
+        if (o->encoding != OBJ_ENCODING_QUICKLIST || slotAllocSlotOf(ql) != slot ||
+            ql->bookmark_count) return 0;
+        for (quicklistNode *n = ql->head; n; n = n->next)
+            if (slotAllocSlotOf(n) != slot || slotAllocSlotOf(n->entry) != slot) return 0;
+        return 1;
+    }
+    case OBJ_SET:
+        return o->encoding == OBJ_ENCODING_INTSET && slotAllocSlotOf(o->ptr) == slot;
+    case OBJ_HASH:
+    case OBJ_ZSET:
+        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocSlotOf(o->ptr) == slot;
+    default:
+        return 0;
+    }
+}
+
+/* Write the DUMP payload of a value into the slot's blocks. */
+static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
+    rio payload;
+    void *p;
+
+    createDumpPayload(&payload, o, key, 0);
+    *len = sdslen(payload.io.buffer.ptr);
+    p = ztrymalloc_foreign(slot, *len, NULL);
+    if (p) memcpy(p, payload.io.buffer.ptr, *len);
+    sdsfree(payload.io.buffer.ptr);
+    return p;
+}
+
+/* Build the manifest of a slot whose keys are in its blocks (compact the
+ * slot first). Main thread; nothing may write the slot's keys until the
+ * blocks are copied and migFreeManifest() is called. */
+int migBuildManifest(int slot, migManifest *m, sds *err) {
+    dictEntry *de = (*server.db[0].slots_to_keys).by_slot[slot].head;
+    size_t n = (*server.db[0].slots_to_keys).by_slot[slot].count, i = 0;
+    size_t bytes = sizeof(migManifestHeader) + n * sizeof(migKeyRec);
+    migManifestHeader *h;
+    migKeyRec *rec;
+
+    memset(m, 0, sizeof(*m));
+    m->slot = slot;
+    if ((h = ztrymalloc_foreign(slot, bytes, NULL)) == NULL) {
+        *err = sdscatprintf(sdsempty(), "no room in the slot allocator for the "
+            "manifest of slot %d (%zu bytes)", slot, bytes);
+        return C_ERR;
+    }
+    h->magic = MIG_MANIFEST_MAGIC;
+    h->version = MIG_MANIFEST_VERSION;
+    h->slot = (uint16_t)slot;
+    h->nkeys = n;
+    rec = (migKeyRec *)(h + 1);
+    m->addr = h;
+    for (; de; de = migNextInSlot(de), i++) {
+        sds key = dictGetKey(de);
+        robj *o = dictGetVal(de);
+        migKeyRec *r = &rec[i];
+
+        serverAssert(i < n);
+        memset(r, 0, sizeof(*r));
+        r->key = (uintptr_t)key;
+        r->expire = getExpire(&server.db[0], &(robj){.type = OBJ_STRING,
+            .encoding = OBJ_ENCODING_RAW, .refcount = OBJ_STATIC_REFCOUNT, .ptr = key});
+        if (slotAllocSlotOf(sdsAllocPtr(key)) != slot) {
+            *err = sdscatprintf(sdsempty(), "key '%s' of slot %d is not in the "
+                "slot's blocks (compact the slot first)", key, slot);
+            migFreeManifest(m);
+            m->nkeys = 0;
+            return C_ERR;
+        }
+        if (o->refcount == OBJ_SHARED_REFCOUNT && o->type == OBJ_STRING &&
+            o->encoding == OBJ_ENCODING_INT) {
+            r->path = MIG_PATH_INT;
+            r->val = (uint64_t)(long)o->ptr;
+            m->keys_zero_copy++;
+        } else if (migZeroCopyable(o, slot)) {
+            r->path = MIG_PATH_ZERO_COPY;
+            r->val = (uintptr_t)o;
+            m->keys_zero_copy++;
+        } else {
+            robj keyobj;
+            size_t len;
+            void *p;
+
+            initStaticStringObject(keyobj, key);
+            if ((p = migDumpIntoSlot(slot, &keyobj, o, &len)) == NULL) {
+                *err = sdscatprintf(sdsempty(), "no room in the slot allocator "
+                    "for the payload of key '%s' of slot %d", key, slot);
+                m->nkeys = i;
+                migFreeManifest(m);
+                return C_ERR;
+            }
+            r->path = MIG_PATH_DUMP;
+            r->val = (uintptr_t)p;
+            r->len = len;
+            m->keys_serialized++;
+            m->payload_bytes += len;
+        }
+        m->nkeys = i + 1;
+    }
+    serverAssert(i == n);
+    return C_OK;
+}
+
+/* Free the manifest and the payloads it points to (donor side, after the
+ * copy or on abort). */
+void migFreeManifest(migManifest *m) {
+    migManifestHeader *h = m->addr;
+
+    if (!h) return;
+    migKeyRec *rec = (migKeyRec *)(h + 1);
+    for (size_t i = 0; i < m->nkeys; i++)
+        if (rec[i].path == MIG_PATH_DUMP) zfree((void *)(uintptr_t)rec[i].val);
+    zfree(h);
+    m->addr = NULL;
+}
+
+/* ============================ Recipient =================================== */
+
+typedef struct migPatchCtx {
+    int slot;
+    migBlockMap *map;
+    size_t nmap;
+    migAdopted *out;
+    sds *err;
+    const char *why;            /* What the last failed check was. */
+} migPatchCtx;
+
+#define migBad(ctx, msg) do { (ctx)->why = (msg); return NULL; } while (0)
+
+#define migFail(ctx, ...) do { \
+    *(ctx)->err = sdscatprintf(sdsempty(), __VA_ARGS__); \
+    return 0; \
+} while (0)
+
+/* A donor address -> the local address, or NULL if it is in no received
+ * block. The map is sorted by donor address. */
+static char *migTr(migPatchCtx *ctx, uint64_t addr) {
+    size_t lo = 0, hi = ctx->nmap;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        migBlockMap *b = &ctx->map[mid];
+        if (addr < b->donor) hi = mid;
+        else if (addr - b->donor >= b->size) lo = mid + 1;
+        else return b->local + (addr - b->donor);
+    }
+    return NULL;
+}
+
+/* Record an allocation as owned by an adopted key. */
+static void migKeep(migPatchCtx *ctx, void *p) {
+    migAdopted *a = ctx->out;
+
+    if (a->nkept == a->kept_cap) {
+        a->kept_cap = a->kept_cap ? a->kept_cap * 2 : 1024;
+        a->kept = zrealloc(a->kept, a->kept_cap * sizeof(void *));
+    }
+    a->kept[a->nkept++] = p;
+}
+
+/* A live allocation of the slot at donor address addr, at least min bytes:
+ * its local address and usable size, or NULL. */
+static char *migAlloc(migPatchCtx *ctx, uint64_t addr, size_t min, size_t *usable) {
+    char *p = migTr(ctx, addr);
+    size_t u;
+
+    if (!p || (u = slotAllocLiveSize(ctx->slot, p)) < min || u == 0) return NULL;
+    if (usable) *usable = u;
+    return p;
+}
+
+static size_t migSdsHdrSize(int type) {
+    switch (type) {
+    case SDS_TYPE_5: return sizeof(struct sdshdr5);
+    case SDS_TYPE_8: return sizeof(struct sdshdr8);
+    case SDS_TYPE_16: return sizeof(struct sdshdr16);
+    case SDS_TYPE_32: return sizeof(struct sdshdr32);
+    case SDS_TYPE_64: return sizeof(struct sdshdr64);
+    }
+    return 0;
+}
+
+/* A whole allocation holding one sds, at donor address addr (the sds
+ * pointer, past its header). Returns the local sds or NULL. */
+static sds migSds(migPatchCtx *ctx, uint64_t addr) {
+    char *s = migTr(ctx, addr);
+
+    if (!s) return NULL;
+    for (int type = SDS_TYPE_5; type <= SDS_TYPE_64; type++) {
+        size_t hdr = migSdsHdrSize(type), usable, len, alloc;
+        char *start = s - hdr;
+
+        if ((usable = slotAllocLiveSize(ctx->slot, start)) == 0) continue;
+        if ((((unsigned char)s[-1]) & SDS_TYPE_MASK) != type) continue;
+        len = sdslen(s);
+        alloc = type == SDS_TYPE_5 ? len : sdsalloc(s);
+        if (len > alloc || hdr + alloc + 1 > usable || s[len] != '\0') return NULL;
+        migKeep(ctx, start);
+        return s;
+    }
+    return NULL;
+}
+
+/* A quicklist: its struct, every node, every node's listpack or LZF data.
+ * Rewrites the links to local addresses. */
+static quicklist *migQuicklist(migPatchCtx *ctx, uint64_t addr) {
+    size_t usable, count = 0, len = 0;
+    quicklist *ql = (quicklist *)migAlloc(ctx, addr, sizeof(quicklist), &usable);
+    quicklistNode *prev = NULL;
+    uint64_t next;
+
+    if (!ql) migBad(ctx, "quicklist: not an allocation of the slot");
+    /* fill: what quicklistSetFill() can produce. */
+    if (ql->bookmark_count || ql->len == 0 || ql->count == 0 || ql->fill < -5)
+        migBad(ctx, "quicklist: bad header");
+    migKeep(ctx, ql);
+    next = (uintptr_t)ql->head;
+    while (next) {
+        quicklistNode *n = (quicklistNode *)migAlloc(ctx, next, sizeof(quicklistNode), NULL);
+        size_t eusable;
+        unsigned char *entry;
+
+        /* The donor's back links are not trusted: the list is relinked
+         * from the forward ones, at most ql->len nodes (no cycle). */
+        if (!n) migBad(ctx, "quicklist: node is not an allocation of the slot");
+        if (++len > ql->len) migBad(ctx, "quicklist: more nodes than its length");
+        migKeep(ctx, n);
+        entry = (unsigned char *)migAlloc(ctx, (uintptr_t)n->entry, 1, &eusable);
+        if (!entry) migBad(ctx, "quicklist: node data is not an allocation of the slot");
+        if (n->count == 0 || n->sz == 0) migBad(ctx, "quicklist: empty node");
+        if (n->container != QUICKLIST_NODE_CONTAINER_PACKED &&
+            n->container != QUICKLIST_NODE_CONTAINER_PLAIN) migBad(ctx, "quicklist: bad container");
+        if (n->encoding == QUICKLIST_NODE_ENCODING_LZF) {
+            quicklistLZF *lzf = (quicklistLZF *)entry;
+            /* LZF expands at most ~90 times (a 3-byte back reference
+             * covers 264 bytes): a larger claimed size is a lie, and must
+             * not make us allocate it. */
+            if (eusable < sizeof(*lzf) || lzf->sz == 0 || lzf->sz > eusable - sizeof(*lzf) ||
+                n->sz > lzf->sz * 100 + 1024) migBad(ctx, "quicklist: bad LZF header");
+            unsigned char *buf = ztrymalloc(n->sz);
+            if (!buf) migBad(ctx, "quicklist: no memory to check a compressed node");
+            int ok = lzf_decompress(lzf->compressed, lzf->sz, buf, n->sz) == n->sz;
+            if (ok && n->container == QUICKLIST_NODE_CONTAINER_PACKED)
+                ok = lpValidateIntegrity(buf, n->sz, 1, NULL, NULL) && lpLength(buf) == n->count;
+            if (ok && n->container == QUICKLIST_NODE_CONTAINER_PLAIN) ok = n->count == 1;
+            zfree(buf);
+            if (!ok) migBad(ctx, "quicklist: compressed node does not check");
+        } else if (n->encoding == QUICKLIST_NODE_ENCODING_RAW) {
+            if (n->sz > eusable) migBad(ctx, "quicklist: node size past its allocation");
+            if (n->container == QUICKLIST_NODE_CONTAINER_PACKED &&
+                (!lpValidateIntegrity(entry, n->sz, 1, NULL, NULL) || lpLength(entry) != n->count))
+                migBad(ctx, "quicklist: node listpack does not check");
+            if (n->container == QUICKLIST_NODE_CONTAINER_PLAIN && n->count != 1)
+                migBad(ctx, "quicklist: plain node count");
+        } else {
+            migBad(ctx, "quicklist: bad node encoding");
+        }
+        migKeep(ctx, entry);
+        count += n->count;
+        next = (uintptr_t)n->next;
+        n->entry = entry;
+        n->prev = prev;
+        n->next = NULL;
+        if (prev) prev->next = n;
+        else ql->head = n;
+        prev = n;
+    }
+    if (len != ql->len || count != ql->count) migBad(ctx, "quicklist: counts do not add up");
+    ql->tail = prev;
+    return ql;
+}
+
+/* A zero-copy value: the robj at donor address addr and everything it
+ * owns. Returns the local robj or NULL. */
+static robj *migObject(migPatchCtx *ctx, uint64_t addr) {
+    size_t usable, u;
+    robj *o = (robj *)migAlloc(ctx, addr, sizeof(robj), &usable);
+    unsigned char *p;
+
+    if (!o) migBad(ctx, "robj is not an allocation of the slot");
+    if (o->refcount != 1) migBad(ctx, "robj refcount is not 1");
+    switch (o->type) {
+    case OBJ_STRING:
+        if (o->encoding == OBJ_ENCODING_INT) break;
+        if (o->encoding == OBJ_ENCODING_EMBSTR) {
+            /* robj, sdshdr8 and the bytes in one allocation. */
+            struct sdshdr8 *sh = (struct sdshdr8 *)(o + 1);
+            char *buf = (char *)(sh + 1);
+            if (migTr(ctx, (uintptr_t)o->ptr) != buf || sh->flags != SDS_TYPE_8 ||
+                sh->len > sh->alloc ||
+                sizeof(robj) + sizeof(*sh) + (size_t)sh->alloc + 1 > usable ||
+                buf[sh->len] != '\0') migBad(ctx, "bad embedded string");
+            o->ptr = buf;
+            break;
+        }
+        if (o->encoding != OBJ_ENCODING_RAW) migBad(ctx, "bad string encoding");
+        if ((o->ptr = migSds(ctx, (uintptr_t)o->ptr)) == NULL) migBad(ctx, "bad string sds");
+        break;
+    case OBJ_LIST:
+        if (o->encoding != OBJ_ENCODING_QUICKLIST) migBad(ctx, "bad list encoding");
+        if ((o->ptr = migQuicklist(ctx, (uintptr_t)o->ptr)) == NULL) return NULL;
+        break;
+    case OBJ_SET:
+        p = (unsigned char *)migAlloc(ctx, (uintptr_t)o->ptr, 8, &u);
+        /* intsetValidateIntegrity() wants the exact size, which the header
+         * gives (it checks the encoding and the length against it). */
+        if (o->encoding != OBJ_ENCODING_INTSET || !p || intsetBlobLen((intset *)p) > u ||
+            !intsetValidateIntegrity(p, intsetBlobLen((intset *)p), 1) ||
+            intsetLen((intset *)p) == 0)
+            migBad(ctx, "intset does not check");
+        migKeep(ctx, p);
+        o->ptr = p;
+        break;
+    case OBJ_HASH:
+    case OBJ_ZSET:
+        p = (unsigned char *)migAlloc(ctx, (uintptr_t)o->ptr, 7, &u);
+        if (o->encoding != OBJ_ENCODING_LISTPACK || !p || lpBytes(p) > u ||
+            !lpPairsValidateIntegrityAndDups(p, lpBytes(p), 1) || lpLength(p) == 0)
+            migBad(ctx, "listpack does not check");
+        if (o->type == OBJ_ZSET) {
+            /* Scores must parse: zzlGetScore() trusts them. */
+            unsigned char *e = lpSeek(p, 1);
+            while (e) {
+                unsigned char *v;
+                int64_t vlen;
+                unsigned char buf[LP_INTBUF_SIZE];
+                double d;
+                v = lpGet(e, &vlen, buf);
+                if (v != buf && (!string2d((char *)v, vlen, &d) || isnan(d)))
+                    migBad(ctx, "bad score");
+                e = lpNext(p, e);
+                if (e) e = lpNext(p, e);
+            }
+        }
+        migKeep(ctx, p);
+        o->ptr = p;
+        break;
+    default:
+        migBad(ctx, "type not sent zero-copy");
+    }
+    migKeep(ctx, o);
+    return o;
+}
+
+static int migPtrCmp(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t)*(void * const *)a, y = (uintptr_t)*(void * const *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int migMapCmp(const void *a, const void *b) {
+    const migBlockMap *x = a, *y = b;
+    return x->donor < y->donor ? -1 : x->donor > y->donor;
+}
+
+/* Check and rebuild every key of a received slot (see the top of the
+ * file). The blocks in map are adopted into the slot already. On success
+ * *out holds the keys, not linked yet; on error *err says what was wrong
+ * and *out must be freed with migAdoptedFree() (its zero-copy memory goes
+ * with the slot's blocks, which the caller releases). */
+int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
+                 size_t nkeys, migAdopted *out, sds *err) {
+    migPatchCtx ctx = {slot, map, nmap, out, err, "?"};
+    migManifestHeader *h;
+    migKeyRec *rec;
+    size_t usable;
+    dict *seen;
+
+    memset(out, 0, sizeof(*out));
+    out->slot = slot;
+    *err = NULL;
+    qsort(map, nmap, sizeof(*map), migMapCmp);
+    for (size_t i = 1; i < nmap; i++) {
+        if (map[i].donor - map[i - 1].donor < map[i - 1].size) {
+            *err = sdsnew("donor blocks overlap");
+            return C_ERR;
+        }
+    }
+    h = (migManifestHeader *)migAlloc(&ctx, manifest, sizeof(*h), &usable);
+    if (!h || h->magic != MIG_MANIFEST_MAGIC || h->version != MIG_MANIFEST_VERSION ||
+        h->slot != slot || h->nkeys != nkeys ||
+        nkeys > (usable - sizeof(*h)) / sizeof(migKeyRec)) {
+        *err = sdscatprintf(sdsempty(), "bad manifest for slot %d", slot);
+        return C_ERR;
+    }
+    rec = (migKeyRec *)(h + 1);
+    out->keys = zcalloc(sizeof(migAdoptedKey) * (nkeys ? nkeys : 1));
+    seen = dictCreate(&migSeenDictType);
+    for (size_t i = 0; i < nkeys; i++) {
+        migKeyRec r = rec[i];   /* Nothing else writes the blocks meanwhile. */
+        migAdoptedKey *k = &out->keys[i];
+        sds key = migSds(&ctx, r.key);
+
+        if (!key) {
+            *err = sdscatprintf(sdsempty(), "record %zu: bad key pointer", i);
+            break;
+        }
+        if ((int)keyHashSlot(key, (int)sdslen(key)) != slot) {
+            *err = sdscatprintf(sdsempty(), "record %zu: key hashes to slot %u, not %d",
+                i, keyHashSlot(key, (int)sdslen(key)), slot);
+            break;
+        }
+        if (dictAdd(seen, key, NULL) != DICT_OK || dictFind(server.db[0].dict, key)) {
+            *err = sdscatprintf(sdsempty(), "record %zu: key appears twice or "
+                "exists here already", i);
+            break;
+        }
+        if (r.expire < -1) {
+            *err = sdscatprintf(sdsempty(), "record %zu: bad TTL %lld", i, (long long)r.expire);
+            break;
+        }
+        k->key = key;
+        k->expire = r.expire;
+        if (r.path == MIG_PATH_ZERO_COPY) {
+            if ((k->val = migObject(&ctx, r.val)) == NULL) {
+                *err = sdscatprintf(sdsempty(), "record %zu (key '%s'): bad value: %s",
+                    i, key, ctx.why);
+                break;
+            }
+            out->keys_zero_copy++;
+        } else if (r.path == MIG_PATH_INT) {
+            k->val = createStringObjectFromLongLongForValue((long long)r.val);
+            out->keys_zero_copy++;
+        } else if (r.path == MIG_PATH_DUMP) {
+            unsigned char *p = (unsigned char *)migAlloc(&ctx, r.val, 1, &usable);
+            rio payload;
+            int type;
+            sds buf;
+
+            if (!p || r.len > usable || verifyDumpPayload(p, r.len, NULL) == C_ERR) {
+                *err = sdscatprintf(sdsempty(), "record %zu: bad payload", i);
+                break;
+            }
+            buf = sdsnewlen(p, r.len);
+            rioInitWithBuffer(&payload, buf);
+            /* A payload with a valid checksum can still be crafted: always
+             * check it deeply, whatever sanitize-dump-payload says. */
+            int sanitize = server.sanitize_dump_payload;
+            server.sanitize_dump_payload = SANITIZE_DUMP_YES;
+            type = rdbLoadObjectType(&payload);
+            if (type != -1) k->val = rdbLoadObject(type, &payload, key, 0, NULL);
+            server.sanitize_dump_payload = sanitize;
+            if (type == -1 || k->val == NULL) {
+                sdsfree(buf);
+                *err = sdscatprintf(sdsempty(), "record %zu: payload does not load", i);
+                break;
+            }
+            sdsfree(buf);
+            out->keys_serialized++;
+        } else {
+            *err = sdscatprintf(sdsempty(), "record %zu: unknown path %u", i, r.path);
+            break;
+        }
+        out->nkeys = i + 1;
+    }
+    dictRelease(seen);
+    if (*err) return C_ERR;
+    /* No allocation may belong to two keys (one free would corrupt the
+     * other); sorted, the set of kept allocations is also what the sweep
+     * searches. */
+    qsort(out->kept, out->nkept, sizeof(void *), migPtrCmp);
+    for (size_t i = 1; i < out->nkept; i++) {
+        if (out->kept[i] == out->kept[i - 1]) {
+            *err = sdsnew("an allocation is owned by two keys");
+            return C_ERR;
+        }
+    }
+    return C_OK;
+}
+
+/* Link up to max adopted keys into the keyspace (main thread). The key sds
+ * is the one in the blocks: only the dictEntry is new. Returns how many
+ * were linked by this call. */
+size_t migLinkAdopted(migAdopted *a, size_t max) {
+    redisDb *db = &server.db[0];
+    size_t n = 0;
+
+    while (a->linked < a->nkeys && n < max) {
+        migAdoptedKey *k = &a->keys[a->linked++];
+        dictEntry *de = dictAddRaw(db->dict, k->key, NULL);
+        robj keyobj;
+
+        serverAssert(de != NULL);
+        dictSetVal(db->dict, de, k->val);
+        if (server.cluster_enabled) slotToKeyAddEntry(de, db);
+        initStaticStringObject(keyobj, k->key);
+        if (k->expire != -1) setExpire(NULL, db, &keyobj, k->expire);
+        signalKeyAsReady(db, &keyobj, k->val->type);
+        k->key = NULL;
+        k->val = NULL;
+        n++;
+    }
+    return n;
+}
+
+/* Free every live allocation of the received blocks that no adopted key
+ * owns: the manifest, the payloads, and whatever else the donor's blocks
+ * held. Returns how many were freed. */
+size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap) {
+    size_t freed = 0, cap = 1024;
+    void **allocs = zmalloc(cap * sizeof(void *));
+
+    for (size_t b = 0; b < nmap; b++) {
+        size_t n;
+        while ((n = slotAllocBlockAllocs(map[b].local, allocs, cap)) > cap) {
+            cap = n;
+            allocs = zrealloc(allocs, cap * sizeof(void *));
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (bsearch(&allocs[i], a->kept, a->nkept, sizeof(void *), migPtrCmp)) continue;
+            zfree(allocs[i]);
+            freed++;
+        }
+    }
+    zfree(allocs);
+    return freed;
+}
+
+/* Free what is left of an adoption: keys not linked (only their DUMP-path
+ * values, which live outside the blocks; zero-copy memory goes with the
+ * blocks), and the bookkeeping. */
+void migAdoptedFree(migAdopted *a) {
+    for (size_t i = a->linked; i < a->nkeys; i++) {
+        robj *o = a->keys[i].val;
+        if (o && !slotAllocOwns(o)) decrRefCount(o);
+    }
+    zfree(a->keys);
+    zfree(a->kept);
+    memset(a, 0, sizeof(*a));
+}
+
+/* ============================ DEBUG SLOTREPLANT =========================== */
+
+/* DEBUG SLOTREPLANT <slot> [CORRUPT <seed> <count>]
+ * The migration's data path inside one process, for tests: compact the
+ * slot, build its manifest, copy its blocks into fresh detached blocks, drop
+ * the slot's keys (their memory and blocks are freed), adopt the copies,
+ * check and patch them, link the keys and sweep the garbage. Replies the
+ * number of keys replanted, or the error; on error the slot's keys are
+ * gone (a test command: the real migration keeps the donor's copy until
+ * the recipient is done). Not propagated to replicas or the AOF.
+ * CORRUPT overwrites <count> random bytes of the copy (a PRNG seeded with
+ * <seed>), as a lying or broken donor would: the node must never crash. */
+void migReplantDebugCommand(client *c) {
+    long long slot, seed = 0, corrupt = 0;
+    migManifest m;
+    migAdopted a;
+    sds err = NULL;
+    slotAllocBlockInfo *bi;
+    migBlockMap *map;
+    size_t nb, keys;
+
+    if (!slotCompactEnabled()) {
+        addReplyError(c, "slot-affinity is disabled (needs cluster mode)");
+        return;
+    }
+    if (getLongLongFromObject(c->argv[2], &slot) != C_OK || slot < 0 || slot >= CLUSTER_SLOTS) {
+        addReplyError(c, "Invalid or out of range slot");
+        return;
+    }
+    if (c->argc == 6 && !strcasecmp(c->argv[3]->ptr, "corrupt")) {
+        if (getLongLongFromObject(c->argv[4], &seed) != C_OK ||
+            getLongLongFromObject(c->argv[5], &corrupt) != C_OK || corrupt < 0) {
+            addReplyError(c, "CORRUPT takes a seed and a byte count >= 0");
+            return;
+        }
+    } else if (c->argc != 3) {
+        addReplyError(c, "syntax: DEBUG SLOTREPLANT <slot> [CORRUPT <seed> <count>]");
+        return;
+    }
+    if (countKeysInSlot((unsigned int)slot) == 0) {
+        addReplyError(c, "the slot holds no keys");
+        return;
+    }
+    slotCompactSlotSync((int)slot);
+    if (migBuildManifest((int)slot, &m, &err) == C_ERR) {
+        addReplyErrorFormat(c, "%s", err);
+        sdsfree(err);
+        return;
+    }
+    nb = slotAllocSlotBlocks((int)slot, NULL, 0);
+    bi = zmalloc(sizeof(*bi) * nb);
+    map = zmalloc(sizeof(*map) * nb);
+    nb = slotAllocSlotBlocks((int)slot, bi, nb);
+    size_t *sizes = zmalloc(sizeof(size_t) * nb);
+    void **addrs = zmalloc(sizeof(void *) * nb);
+    for (size_t i = 0; i < nb; i++) sizes[i] = bi[i].size;
+    if (slotAllocReserveBlocks((int)slot, nb, sizes, addrs) == -1) {
+        migFreeManifest(&m);
+        addReplyError(c, "cannot reserve blocks for the copy");
+        goto done;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        memcpy(addrs[i], bi[i].addr, bi[i].size);
+        map[i].donor = (uintptr_t)bi[i].addr;
+        map[i].size = bi[i].size;
+        map[i].local = addrs[i];
+    }
+    if (corrupt) {
+        size_t total = 0;
+        uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ULL + 1;
+        for (size_t i = 0; i < nb; i++) total += bi[i].size;
+        for (long long k = 0; k < corrupt; k++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            size_t off = (size_t)(x % total), i = 0;
+            while (off >= bi[i].size) off -= bi[i++].size;
+            ((unsigned char *)addrs[i])[off] = (unsigned char)(x >> 56);
+        }
+    }
+    uint64_t manifest = (uintptr_t)m.addr;
+    keys = m.nkeys;
+    /* The "donor" side lets go: its keys and then its manifest. */
+    delKeysInSlot((unsigned int)slot);
+    migFreeManifest(&m);
+    for (size_t i = 0; i < nb; i++) {
+        if (slotAllocAdoptBlock((int)slot, addrs[i]) == -1) {
+            slotAllocReleaseSlot((int)slot);
+            addReplyErrorFormat(c, "block %zu of slot %lld was rejected", i, slot);
+            goto done;
+        }
+    }
+    if (migPatchSlot((int)slot, map, nb, manifest, keys, &a, &err) == C_ERR) {
+        migAdoptedFree(&a);
+        slotAllocReleaseSlot((int)slot);
+        addReplyErrorFormat(c, "slot %lld: %s", slot, err);
+        sdsfree(err);
+        goto done;
+    }
+    migLinkAdopted(&a, SIZE_MAX);
+    migSweepGarbage(&a, map, nb);
+    slotCompactRequest((int)slot);  /* DUMP-path values are in the heap. */
+    addReplyLongLong(c, (long long)a.nkeys);
+    migAdoptedFree(&a);
+done:
+    zfree(bi);
+    zfree(map);
+    zfree(sizes);
+    zfree(addrs);
+}

@@ -1,0 +1,80 @@
+/* migblocks.h -- what a slot migration puts in the blocks, and how the
+ * recipient adopts it (src/migblocks.c).
+ *
+ * Donor: migBuildManifest() writes, into the slot's own blocks, one record
+ * per key of the slot saying where its key and value are (donor addresses)
+ * and its TTL; values of flat or simply linked encodings travel as they
+ * are, others as a DUMP payload also written into the blocks.
+ *
+ * Recipient: once the slot's blocks are copied byte for byte into blocks of
+ * its own and adopted (slotAllocAdoptBlock), migPatchSlot() checks every
+ * record and everything it points to, rewrites donor addresses into local
+ * ones, and hands back keys ready to link; migLinkAdopted() links them into
+ * the keyspace (main thread, in bounded slices); migSweepGarbage() frees
+ * whatever no adopted key reaches (the manifest, the payloads, the nodes of
+ * hash tables that were rebuilt).
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#ifndef __MIGBLOCKS_H
+#define __MIGBLOCKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "sds.h"
+
+struct redisObject;
+struct client;
+
+/* How a key's value travels. */
+#define MIG_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
+#define MIG_PATH_DUMP 2         /* A DUMP payload in the blocks. */
+#define MIG_PATH_INT 3          /* A shared integer: the value itself. */
+
+/* The donor's manifest of one slot, in the slot's blocks. */
+typedef struct migManifest {
+    int slot;
+    void *addr;                 /* The manifest allocation (donor address). */
+    size_t nkeys;
+    size_t keys_zero_copy;
+    size_t keys_serialized;
+    size_t payload_bytes;       /* DUMP payloads written. */
+} migManifest;
+
+int migBuildManifest(int slot, migManifest *m, sds *err);
+void migFreeManifest(migManifest *m);
+
+/* One donor block and where its copy is. */
+typedef struct migBlockMap {
+    uint64_t donor;             /* Donor address of the block. */
+    uint64_t size;
+    char *local;                /* The adopted copy. */
+} migBlockMap;
+
+/* Keys checked and rebuilt, ready to be linked. */
+typedef struct migAdoptedKey {
+    sds key;                    /* In the slot's blocks. */
+    struct redisObject *val;
+    long long expire;           /* Unix ms, -1: none. */
+} migAdoptedKey;
+
+typedef struct migAdopted {
+    int slot;
+    migAdoptedKey *keys;
+    size_t nkeys, linked;
+    void **kept;                /* Every allocation adopted keys own. */
+    size_t nkept, kept_cap;
+    size_t keys_zero_copy, keys_serialized;
+} migAdopted;
+
+int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
+                 size_t nkeys, migAdopted *out, sds *err);
+size_t migLinkAdopted(migAdopted *a, size_t max);
+size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap);
+void migAdoptedFree(migAdopted *a);
+
+/* DEBUG SLOTREPLANT <slot>: the whole path inside one process (test). */
+void migReplantDebugCommand(struct client *c);
+
+#endif
