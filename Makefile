@@ -5,7 +5,8 @@
 #
 #   make                 fetch + verify + patch (first time only) and build
 #                        bin/redis-server, bin/redis-cli, bin/redis-benchmark
-#                        (and bin/rdma-smoke when RDMA is compiled in)
+#                        (and bin/rdma-smoke when RDMA is compiled in),
+#                        bin/migtransport-test (block transport test tool)
 #   make test            install test deps, build, run upstream's suites + ours
 #   make test-rdma       run the RDMA tests inside a SoftRoCE VM (utils/rxe-vm)
 #   make demo            3 -> 4 node loopback cluster rebalance, explained
@@ -68,10 +69,22 @@ build: $(TREE)/.prepared
 	@if bin/redis-server --version | grep -q ' rdma=yes'; then \
 		$(MAKE) --no-print-directory bin/rdma-smoke; \
 	else rm -f bin/rdma-smoke; fi
+	@r=$$(bin/redis-server --version | grep -q ' rdma=yes' && echo yes || echo no); \
+		[ "$$(cat build/migtest-rdma 2>/dev/null)" = "$$r" ] || echo $$r > build/migtest-rdma; \
+		$(MAKE) --no-print-directory bin/migtransport-test MIGTEST_RDMA=$$r
 	@bin/redis-server --version
 
 bin/rdma-smoke: src/rdmasmoke.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs -lrdmacm
+
+# The block transport's test tool (src/migtransporttest.c): the same
+# transport sources as redis-server, with RDMA when redis-server has it
+# (build/migtest-rdma records that choice, so a change rebuilds the tool).
+MIGTEST_SRC := src/migtransporttest.c src/migtransport.c src/migrdma.c
+bin/migtransport-test: $(MIGTEST_SRC) src/migtransport.h build/migtest-rdma
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wstrict-prototypes -Werror \
+		$(if $(filter yes,$(MIGTEST_RDMA)),-DUSE_RDMA) -o $@ $(MIGTEST_SRC) \
+		$(if $(filter yes,$(MIGTEST_RDMA)),-libverbs -lrdmacm)
 
 install: build
 	install -d $(DESTDIR)$(PREFIX)/bin

@@ -9,9 +9,14 @@
 #   BUILD_RDMA=no    build without it (TCP transport only)
 #
 # It also lists our object files for redis-server (RDMAMIG_SERVER_OBJ).
+# The top-level Makefile builds bin/migtransport-test from the same sources
+# with the same USE_RDMA decision (it asks redis-server --version).
 
 BUILD_RDMA?=auto
-RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o
+# migtransport.o + migrdma.o: the block transport of slot migration (TCP,
+# and RDMA under USE_RDMA; migrdma.o is empty without it). migblocks.o:
+# what a migration puts in the blocks and how the recipient adopts it.
+RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migrdma.o
 
 RDMAMIG_HAVE_VERBS:=$(shell printf '\043include <infiniband/verbs.h>\n\043include <rdma/rdma_cma.h>\nint main(void){return 0;}\n' | \
 	$(CC) -x c - -o /dev/null -libverbs -lrdmacm >/dev/null 2>&1 && echo yes || echo no)

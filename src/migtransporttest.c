@@ -1,0 +1,785 @@
+/* migtransporttest.c -- test tool of the block transport (migtransport.h).
+ *
+ * Usage:
+ *
+ *   migtransport-test [--case NAME] [--kind tcp|rdma|auto] [--bind ADDR]
+ *                     [--donor-bind ADDR] [--port P] [--blocks N]
+ *                     [--total BYTES] [--pieces K] [--seed X]
+ *                     [--max-chain M] [--max-wr-bytes B] [--timeout MS]
+ *
+ * One process forks the two ends of a migration data connection: the
+ * recipient listens on --bind, the donor connects (from --donor-bind when
+ * given; with SoftRoCE the two ends must use two addresses of rxe0). The
+ * recipient hands its port and then its block descriptors to the donor over
+ * a socketpair, as the RDMAREGISTER reply will over the Redis connection.
+ *
+ * The data: N blocks of random sizes (tiny ones of a few bytes, medium, and
+ * several above 1 MiB; --total adds 8 MiB blocks up to that many bytes),
+ * each filled by the donor with a pattern seeded by --seed and the block
+ * index, cut into 1..K segments at random points and sent in shuffled
+ * order, in several migWriteBlocks() calls. The recipient's blocks sit
+ * between guard zones; after the transfer it checks every byte of every
+ * block, the guards, and the per-block byte counts of the summary.
+ *
+ * Cases (--case; each exits 0 when everything behaved as it must):
+ *   happy          the transfer above, verified
+ *   wrong-token    a donor with a wrong token is refused (both ends say
+ *                  "token mismatch"), then the same listener accepts the
+ *                  right donor and the transfer is verified
+ *   no-listener    connecting where nobody listens fails with an error
+ *                  (no fork; --port must be a free port)
+ *   kill-donor     the donor SIGKILLs itself half way: the recipient gets
+ *                  an error before its timeout, guards intact
+ *   kill-recipient the recipient SIGKILLs itself after registering: the
+ *                  donor gets an error before its timeout
+ *   lie-block, lie-offset, lie-length, lie-summary
+ *                  (TCP) the donor speaks the wire protocol by hand and
+ *                  sends a block id / offset / length outside the
+ *                  registration, or a summary that does not add up: the
+ *                  recipient refuses it, and no byte of any block or guard
+ *                  changed
+ *   timeout        migAccept with nobody connecting, then migWaitTransfer
+ *                  with a donor that never writes: both time out, on time
+ *
+ * Output: one line per step, prefixed with the end that prints it, the
+ * transport chosen, the stats (WRs, chains, RDMA bytes, TCP bytes) and MB/s
+ * of the data transfer; the last line is "migtransport-test: CASE (KIND):
+ * PASS" or "FAIL: why". Exit status 0 on PASS, 1 on FAIL, 64 on bad usage.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#define _GNU_SOURCE
+#include "migtransport.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define GUARD 64
+#define GUARD_BYTE 0xa5
+#define WRITE_BATCH 700     /* segments per migWriteBlocks() call */
+
+typedef struct config {
+    const char *caseName;
+    migKind kind;
+    const char *bind;
+    const char *donorBind;
+    int port;
+    uint32_t blocks;
+    uint64_t total;
+    uint32_t pieces;
+    uint64_t seed;
+    migOptions opts;
+    int timeoutMs;
+} config;
+
+static const char *role = "main";
+
+static void say(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    printf("[%s] ", role);
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+}
+
+static int64_t nowMs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ============================ Data and pattern =========================== */
+
+static uint64_t splitmix(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rnd(uint64_t *s, uint64_t lo, uint64_t hi) {
+    return lo + splitmix(s) % (hi - lo + 1);
+}
+
+static void fillPattern(unsigned char *p, uint64_t len, uint64_t seed) {
+    uint64_t s = seed;
+    for (uint64_t off = 0; off < len; off += 8) {
+        uint64_t w = splitmix(&s);
+        if (len - off >= 8) memcpy(p + off, &w, 8);
+        else memcpy(p + off, &w, len - off);
+    }
+}
+
+/* Offset of the first byte differing from the pattern, or -1. */
+static int64_t checkPattern(const unsigned char *p, uint64_t len,
+                            uint64_t seed) {
+    uint64_t s = seed;
+    for (uint64_t off = 0; off < len; off += 8) {
+        uint64_t w = splitmix(&s);
+        size_t n = len - off >= 8 ? 8 : (size_t)(len - off);
+        if (memcmp(p + off, &w, n)) {
+            for (size_t j = 0; j < n; j++)
+                if (p[off + j] != ((unsigned char *)&w)[j])
+                    return (int64_t)(off + j);
+        }
+    }
+    return -1;
+}
+
+static uint64_t blockSeed(const config *cfg, uint32_t i) {
+    return cfg->seed * 1000003ULL + i;
+}
+
+/* The block sizes, the same in both processes. */
+static uint64_t *makeSizes(const config *cfg, uint32_t *nOut) {
+    uint64_t s = cfg->seed ^ 0x51eed;
+    uint32_t n = cfg->blocks;
+    uint64_t sum = 0;
+    uint64_t *sizes = malloc(sizeof(uint64_t) * n);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t cls = rnd(&s, 0, 9);
+        if (cls < 3) sizes[i] = rnd(&s, 1, 100);
+        else if (cls < 7) sizes[i] = rnd(&s, 1024, 256 * 1024);
+        else sizes[i] = rnd(&s, (1 << 20) + 1, 3 << 20);
+        sum += sizes[i];
+    }
+    while (cfg->total > sum) {
+        uint64_t add = cfg->total - sum;
+        if (add > (8 << 20)) add = 8 << 20;
+        sizes = realloc(sizes, sizeof(uint64_t) * (n + 1));
+        sizes[n++] = add;
+        sum += add;
+    }
+    *nOut = n;
+    return sizes;
+}
+
+/* ============================ Control channel ============================ */
+
+static int ctlWrite(int fd, const void *buf, size_t len) {
+    const char *p = buf;
+    while (len) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int ctlRead(int fd, void *buf, size_t len, int timeoutMs) {
+    char *p = buf;
+    int64_t deadline = nowMs() + timeoutMs;
+    while (len) {
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        int64_t left = deadline - nowMs();
+        if (left <= 0 || poll(&pf, 1, (int)left) <= 0) return -1;
+        ssize_t n = read(fd, p, len);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return -1;
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static void printStats(migConn *c, uint64_t bytes, int64_t ms) {
+    migStats st;
+    migGetStats(c, &st);
+    say("stats: transport %s, segments %" PRIu64 ", payload %" PRIu64
+        " bytes, wr_posted %" PRIu64 ", chains_posted %" PRIu64
+        ", rdma_bytes_written %" PRIu64 ", tcp_bytes_sent %" PRIu64
+        ", tcp_bytes_received %" PRIu64, migKindName(migConnKind(c)),
+        st.segments, st.payload_bytes, st.wr_posted, st.chains_posted,
+        st.rdma_bytes_written, st.tcp_bytes_sent, st.tcp_bytes_received);
+    if (bytes && ms >= 0)
+        say("transfer: %" PRIu64 " bytes in %" PRId64 " ms = %.1f MB/s",
+            bytes, ms, ms ? (double)bytes / 1e6 / ((double)ms / 1000) : 0.0);
+}
+
+/* ================================ Recipient ============================== */
+
+static int isCase(const config *cfg, const char *name) {
+    return !strcmp(cfg->caseName, name);
+}
+
+static int isLie(const config *cfg) {
+    return !strncmp(cfg->caseName, "lie-", 4);
+}
+
+static int runRecipient(const config *cfg, int ctl, const char *token) {
+    char err[MIG_ERR_LEN];
+    int ok = 0;
+    uint32_t n;
+    uint64_t *sizes = makeSizes(cfg, &n);
+    unsigned char **mem = calloc(n, sizeof(*mem));
+    void **addrs = calloc(n, sizeof(*addrs));
+    migBlockDesc *desc = calloc(n, sizeof(*desc));
+    migConn *c = NULL;
+
+    migListener *l = migListen(cfg->kind, cfg->bind, cfg->port, token, err);
+    if (l == NULL) {
+        say("FAIL: listen: %s", err);
+        goto out;
+    }
+    uint32_t port = (uint32_t)migListenerPort(l);
+    say("listening on %s port %u, transport %s", cfg->bind, port,
+        migKindName(migListenerKind(l)));
+    if (cfg->kind == MIG_KIND_AUTO)
+        say("auto chose %s", migKindName(migListenerKind(l)));
+
+    if (isCase(cfg, "timeout")) {
+        int64_t t0 = nowMs();
+        c = migAccept(l, 500, err);
+        int64_t ms = nowMs() - t0;
+        if (c || !strstr(err, "timeout after 500 ms") || ms < 450 ||
+            ms > 3000) {
+            say("FAIL: accept with nobody connecting: %s after %" PRId64
+                " ms", c ? "succeeded" : err, ms);
+            goto out;
+        }
+        say("accept with nobody connecting: \"%s\" after %" PRId64 " ms (ok)",
+            err, ms);
+    }
+    if (ctlWrite(ctl, &port, sizeof(port))) {
+        say("FAIL: control channel write");
+        goto out;
+    }
+    if (isCase(cfg, "wrong-token")) {
+        c = migAccept(l, cfg->timeoutMs, err);
+        if (c || !strstr(err, "token mismatch")) {
+            say("FAIL: a wrong token was %s", c ? "accepted" : err);
+            goto out;
+        }
+        say("wrong token refused: \"%s\" (ok); accepting again", err);
+    }
+    c = migAccept(l, cfg->timeoutMs, err);
+    if (c == NULL) {
+        say("FAIL: accept: %s", err);
+        goto out;
+    }
+    say("accepted %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
+    migSetOptions(c, &cfg->opts);
+
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        mem[i] = malloc(sizes[i] + 2 * GUARD);
+        memset(mem[i], GUARD_BYTE, GUARD);
+        memset(mem[i] + GUARD, 0, sizes[i]);
+        memset(mem[i] + GUARD + sizes[i], GUARD_BYTE, GUARD);
+        addrs[i] = mem[i] + GUARD;
+        total += sizes[i];
+    }
+    if (migRegisterRecvBlocks(c, addrs, sizes, n, desc, err)) {
+        say("FAIL: register: %s", err);
+        goto out;
+    }
+    say("registered %u blocks, %" PRIu64 " bytes", n, total);
+    if (ctlWrite(ctl, &n, sizeof(n)) ||
+        ctlWrite(ctl, desc, sizeof(*desc) * n)) {
+        say("FAIL: control channel write");
+        goto out;
+    }
+    if (isCase(cfg, "kill-recipient")) {
+        say("killing myself with SIGKILL after registering");
+        raise(SIGKILL);
+    }
+
+    int waitMs = isCase(cfg, "timeout") ? 1500 : cfg->timeoutMs;
+    int64_t t0 = nowMs();
+    int rc = migWaitTransfer(c, waitMs, err);
+    int64_t ms = nowMs() - t0;
+    int guardsOk = 1;
+    for (uint32_t i = 0; i < n; i++) {
+        for (int g = 0; g < GUARD; g++)
+            if (mem[i][g] != GUARD_BYTE ||
+                mem[i][GUARD + sizes[i] + g] != GUARD_BYTE) {
+                say("FAIL: guard zone of block %u overwritten", i);
+                guardsOk = 0;
+                break;
+            }
+    }
+    if (!guardsOk) goto out;
+
+    if (isCase(cfg, "happy") || isCase(cfg, "wrong-token")) {
+        if (rc) {
+            say("FAIL: transfer: %s", err);
+            goto out;
+        }
+        printStats(c, total, ms);
+        uint64_t checked = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            int64_t bad = checkPattern(addrs[i], sizes[i], blockSeed(cfg, i));
+            if (bad >= 0) {
+                say("FAIL: block %u (%" PRIu64 " bytes): first wrong byte at "
+                    "offset %" PRId64, i, sizes[i], bad);
+                goto out;
+            }
+            if (migRecvBlockBytes(c, i) != sizes[i]) {
+                say("FAIL: block %u: summary says %" PRIu64 " bytes, block "
+                    "has %" PRIu64, i, migRecvBlockBytes(c, i), sizes[i]);
+                goto out;
+            }
+            checked += sizes[i];
+        }
+        say("verified every byte of %u blocks (%" PRIu64 " bytes), guards "
+            "intact", n, checked);
+        ok = 1;
+    } else if (isCase(cfg, "kill-donor")) {
+        if (rc == 0 || ms >= cfg->timeoutMs) {
+            say("FAIL: donor killed mid-transfer: %s after %" PRId64 " ms",
+                rc ? err : "transfer reported complete", ms);
+            goto out;
+        }
+        say("donor killed mid-transfer: \"%s\" after %" PRId64 " ms, guards "
+            "intact (ok)", err, ms);
+        ok = 1;
+    } else if (isCase(cfg, "timeout")) {
+        if (rc == 0 || !strstr(err, "timeout after 1500 ms") || ms < 1400 ||
+            ms > 5000) {
+            say("FAIL: silent donor: %s after %" PRId64 " ms",
+                rc ? err : "transfer reported complete", ms);
+            goto out;
+        }
+        say("silent donor: \"%s\" after %" PRId64 " ms (ok)", err, ms);
+        ok = 1;
+    } else if (isLie(cfg)) {
+        const char *want = isCase(cfg, "lie-block") ? "but only" :
+                           isCase(cfg, "lie-offset") ? "peer sent offset" :
+                           isCase(cfg, "lie-length") ? "past its end" :
+                           "does not add up";
+        if (rc == 0 || !strstr(err, want)) {
+            say("FAIL: lying donor: %s (want an error with \"%s\")",
+                rc ? err : "transfer accepted", want);
+            goto out;
+        }
+        /* Only lie-summary wrote one legitimate record (block 0). */
+        for (uint32_t i = isCase(cfg, "lie-summary") ? 1 : 0; i < n; i++) {
+            for (uint64_t j = 0; j < sizes[i]; j++)
+                if (mem[i][GUARD + j]) {
+                    say("FAIL: block %u byte %" PRIu64 " was written by a "
+                        "refused record", i, j);
+                    goto out;
+                }
+        }
+        say("lying donor refused: \"%s\"; no byte written outside what was "
+            "valid (ok)", err);
+        ok = 1;
+    }
+
+out:
+    migClose(c);
+    migCloseListener(l);
+    for (uint32_t i = 0; i < n; i++) free(mem[i]);
+    free(mem);
+    free(addrs);
+    free(desc);
+    free(sizes);
+    return ok ? 0 : 1;
+}
+
+/* ================================== Donor ================================ */
+
+/* TCP lies: speak the wire format by hand on the connection's socket. */
+static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
+                    uint32_t n) {
+    int fd = migTcpFd(c);
+    migWireRecord h;
+    uint32_t block = 0;
+    uint64_t off = 0, len = 16;
+    if (fd < 0) {
+        say("FAIL: the lie cases need --kind tcp");
+        return 1;
+    }
+    if (isCase(cfg, "lie-block")) {
+        block = n + 3;
+    } else if (isCase(cfg, "lie-offset")) {
+        off = desc[0].len + 1;
+    } else if (isCase(cfg, "lie-length")) {
+        len = desc[0].len + 4096;
+    } else {
+        len = desc[0].len;
+    }
+    unsigned char *payload = malloc(len);
+    memset(payload, 0xee, len);
+    h.magic = htobe32(MIG_WIRE_MAGIC);
+    h.version = htobe16(MIG_WIRE_VERSION);
+    h.type = htobe16(MIG_MSG_DATA);
+    h.block = htobe32(block);
+    h.status = 0;
+    h.offset = htobe64(off);
+    h.length = htobe64(len);
+    h.digest = 0;
+    struct iovec iov[2] = {{&h, sizeof(h)}, {payload, len}};
+    say("sending a forged record: block %u offset %" PRIu64 " length %" PRIu64,
+        block, off, len);
+    ssize_t w = writev(fd, iov, 2);
+    (void)w;
+    if (isCase(cfg, "lie-summary")) {
+        /* DONE claiming 1 more byte than was sent into block 0. */
+        uint64_t cnt = htobe64(len + 1);
+        h.type = htobe16(MIG_MSG_DONE);
+        h.block = htobe32(1);
+        h.offset = htobe64(1);
+        h.length = htobe64(len + 1);
+        struct iovec iov2[2] = {{&h, sizeof(h)}, {&cnt, 8}};
+        w = writev(fd, iov2, 2);
+        (void)w;
+    }
+    free(payload);
+    /* Let the recipient read it all before the connection closes. */
+    char buf[256];
+    struct pollfd pf = {.fd = fd, .events = POLLIN};
+    if (poll(&pf, 1, cfg->timeoutMs) > 0) {
+        ssize_t r = read(fd, buf, sizeof(buf));
+        (void)r;
+    }
+    return 0;
+}
+
+static int runDonor(const config *cfg, int ctl, const char *token) {
+    char err[MIG_ERR_LEN];
+    int ok = 0;
+    uint32_t n, rn = 0;
+    uint32_t port;
+    uint64_t *sizes = makeSizes(cfg, &n);
+    unsigned char **mem = calloc(n, sizeof(*mem));
+    migBlockDesc *desc = NULL;
+    migSegment *segs = NULL;
+    migConn *c = NULL;
+    size_t nseg = 0;
+
+    if (ctlRead(ctl, &port, sizeof(port), cfg->timeoutMs + 5000)) {
+        say("FAIL: no port from the recipient");
+        goto out;
+    }
+    if (isCase(cfg, "wrong-token")) {
+        char bad[MIG_TOKEN_LEN + 1];
+        migGenerateToken(bad, NULL);
+        c = migConnect(cfg->kind, cfg->bind, (int)port, bad, cfg->donorBind,
+                       cfg->timeoutMs, err);
+        if (c || !strstr(err, "token mismatch")) {
+            say("FAIL: a wrong token was %s", c ? "accepted" : err);
+            goto out;
+        }
+        say("wrong token refused: \"%s\" (ok); connecting again", err);
+    }
+    c = migConnect(cfg->kind, cfg->bind, (int)port, token, cfg->donorBind,
+                   cfg->timeoutMs, err);
+    if (c == NULL) {
+        say("FAIL: connect: %s", err);
+        goto out;
+    }
+    say("connected to %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
+    migSetOptions(c, &cfg->opts);
+
+    if (ctlRead(ctl, &rn, sizeof(rn), cfg->timeoutMs) || rn != n) {
+        say("FAIL: no block descriptors from the recipient");
+        goto out;
+    }
+    desc = calloc(n, sizeof(*desc));
+    if (ctlRead(ctl, desc, sizeof(*desc) * n, cfg->timeoutMs)) {
+        say("FAIL: no block descriptors from the recipient");
+        goto out;
+    }
+    if (isLie(cfg)) {
+        ok = donorLie(cfg, c, desc, n) == 0;
+        goto out;
+    }
+    if (isCase(cfg, "timeout")) {
+        say("staying silent for %d ms", 1500 + 2000);
+        usleep((1500 + 2000) * 1000);
+        ok = 1;
+        goto out;
+    }
+
+    /* Blocks, pattern, segments cut at random points, shuffled. */
+    uint64_t s = cfg->seed ^ 0xd0d0;
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        mem[i] = malloc(sizes[i]);
+        fillPattern(mem[i], sizes[i], blockSeed(cfg, i));
+        total += sizes[i];
+    }
+    size_t cap = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t k = rnd(&s, 1, cfg->pieces);
+        if (k > sizes[i]) k = sizes[i];
+        /* k-1 distinct-ish cut points, sorted: simple with rejection. */
+        uint64_t *cuts = malloc(sizeof(uint64_t) * (k + 1));
+        cuts[0] = 0;
+        for (uint64_t j = 1; j < k; j++) cuts[j] = rnd(&s, 1, sizes[i] - 1);
+        cuts[k] = sizes[i];
+        for (uint64_t a = 1; a < k; a++)          /* insertion sort */
+            for (uint64_t b = a; b > 1 && cuts[b - 1] > cuts[b]; b--) {
+                uint64_t t = cuts[b];
+                cuts[b] = cuts[b - 1];
+                cuts[b - 1] = t;
+            }
+        for (uint64_t j = 0; j < k; j++) {
+            if (cuts[j + 1] == cuts[j]) continue;
+            if (nseg == cap) {
+                cap = cap ? cap * 2 : 256;
+                segs = realloc(segs, cap * sizeof(*segs));
+            }
+            segs[nseg].local = mem[i] + cuts[j];
+            segs[nseg].len = cuts[j + 1] - cuts[j];
+            segs[nseg].remote = &desc[i];
+            segs[nseg].remoteOffset = cuts[j];
+            nseg++;
+        }
+        free(cuts);
+    }
+    for (size_t i = nseg; i > 1; i--) {
+        size_t j = (size_t)rnd(&s, 0, i - 1);
+        migSegment t = segs[i - 1];
+        segs[i - 1] = segs[j];
+        segs[j] = t;
+    }
+    if (migRegisterSendBlocks(c, (const void *const *)mem, sizes, n, err)) {
+        say("FAIL: register: %s", err);
+        goto out;
+    }
+    say("%u blocks, %" PRIu64 " bytes, %zu segments", n, total, nseg);
+
+    int64_t t0 = nowMs();
+    size_t done = 0;
+    while (done < nseg) {
+        size_t k = nseg - done < WRITE_BATCH ? nseg - done : WRITE_BATCH;
+        if (isCase(cfg, "kill-donor") && done >= nseg / 2) {
+            say("killing myself with SIGKILL after %zu of %zu segments", done,
+                nseg);
+            raise(SIGKILL);
+        }
+        if (migWriteBlocks(c, segs + done, k, err)) break;
+        done += k;
+    }
+    int rc = done < nseg ? -1 : migFinish(c, err);
+    int64_t ms = nowMs() - t0;
+    if (isCase(cfg, "kill-recipient")) {
+        if (rc == 0 || ms >= cfg->timeoutMs + 3000) {
+            say("FAIL: recipient killed: %s after %" PRId64 " ms",
+                rc ? err : "transfer reported complete", ms);
+            goto out;
+        }
+        say("recipient killed: \"%s\" after %" PRId64 " ms (ok)", err, ms);
+        ok = 1;
+        goto out;
+    }
+    if (rc) {
+        say("FAIL: transfer: %s", err);
+        goto out;
+    }
+    printStats(c, total, ms);
+    if (migConnKind(c) == MIG_KIND_RDMA) {
+        migStats st;
+        migGetStats(c, &st);
+        if (st.wr_posted < nseg || st.chains_posted == 0 ||
+            st.rdma_bytes_written != total) {
+            say("FAIL: RDMA stats do not add up");
+            goto out;
+        }
+    }
+    say("transfer accepted by the recipient");
+    ok = 1;
+
+out:
+    migClose(c);
+    for (uint32_t i = 0; i < n; i++) free(mem[i]);
+    free(mem);
+    free(desc);
+    free(segs);
+    free(sizes);
+    return ok ? 0 : 1;
+}
+
+/* ============================== Entry point ============================== */
+
+static void usage(void) {
+    fprintf(stderr,
+"usage: migtransport-test [--case NAME] [--kind tcp|rdma|auto] [--bind ADDR]\n"
+"                         [--donor-bind ADDR] [--port P] [--blocks N]\n"
+"                         [--total BYTES] [--pieces K] [--seed X]\n"
+"                         [--max-chain M] [--max-wr-bytes B] [--timeout MS]\n"
+"cases: happy wrong-token no-listener kill-donor kill-recipient lie-block\n"
+"       lie-offset lie-length lie-summary timeout\n"
+"defaults: --case happy --kind tcp --bind 127.0.0.1 --port 0 --blocks 48\n"
+"          --pieces 40 --seed 1 --timeout 10000; sizes take k/m/g\n");
+}
+
+static int parseNum(const char *s, uint64_t *out) {
+    char *end;
+    errno = 0;
+    if (*s == '-' || !*s) return -1;
+    unsigned long long v = strtoull(s, &end, 0);
+    if (errno || end == s) return -1;
+    int shift = 0;
+    if (*end == 'k' || *end == 'K') shift = 10, end++;
+    else if (*end == 'm' || *end == 'M') shift = 20, end++;
+    else if (*end == 'g' || *end == 'G') shift = 30, end++;
+    if (*end) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.caseName = "happy";
+    cfg.kind = MIG_KIND_TCP;
+    cfg.bind = "127.0.0.1";
+    cfg.blocks = 48;
+    cfg.pieces = 40;
+    cfg.seed = 1;
+    cfg.timeoutMs = 10000;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        uint64_t v = 0;
+        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
+            usage();
+            return 0;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "migtransport-test: %s needs a value\n", o);
+            return 64;
+        }
+        const char *a = argv[++i];
+        int numeric = strcmp(o, "--case") && strcmp(o, "--kind") &&
+                      strcmp(o, "--bind") && strcmp(o, "--donor-bind");
+        if (numeric && parseNum(a, &v)) {
+            fprintf(stderr, "migtransport-test: bad number for %s: %s\n", o, a);
+            return 64;
+        }
+        if (!strcmp(o, "--case")) cfg.caseName = a;
+        else if (!strcmp(o, "--kind")) {
+            if (migParseKind(a, &cfg.kind)) {
+                fprintf(stderr, "migtransport-test: --kind tcp|rdma|auto\n");
+                return 64;
+            }
+        } else if (!strcmp(o, "--bind")) cfg.bind = a;
+        else if (!strcmp(o, "--donor-bind")) cfg.donorBind = a;
+        else if (!strcmp(o, "--port") && v <= 65535) cfg.port = (int)v;
+        else if (!strcmp(o, "--blocks") && v >= 1 && v <= 100000)
+            cfg.blocks = (uint32_t)v;
+        else if (!strcmp(o, "--total")) cfg.total = v;
+        else if (!strcmp(o, "--pieces") && v >= 1 && v <= 100000)
+            cfg.pieces = (uint32_t)v;
+        else if (!strcmp(o, "--seed")) cfg.seed = v;
+        else if (!strcmp(o, "--max-chain") && v <= UINT32_MAX)
+            cfg.opts.maxChain = (uint32_t)v;
+        else if (!strcmp(o, "--max-wr-bytes")) cfg.opts.maxWrBytes = v;
+        else if (!strcmp(o, "--timeout") && v >= 100 && v <= 3600000)
+            cfg.timeoutMs = (int)v;
+        else {
+            fprintf(stderr, "migtransport-test: unknown option or bad value: "
+                    "%s %s\n", o, a);
+            usage();
+            return 64;
+        }
+    }
+    static const char *cases[] = {"happy", "wrong-token", "no-listener",
+        "kill-donor", "kill-recipient", "lie-block", "lie-offset",
+        "lie-length", "lie-summary", "timeout", NULL};
+    int known = 0;
+    for (int i = 0; cases[i]; i++) known |= !strcmp(cases[i], cfg.caseName);
+    if (!known) {
+        fprintf(stderr, "migtransport-test: unknown case %s\n", cfg.caseName);
+        usage();
+        return 64;
+    }
+    printf("migtransport-test: case %s, kind %s, rdma compiled %s\n",
+           cfg.caseName, migKindName(cfg.kind),
+           migRdmaCompiled() ? "yes" : "no");
+
+    int result;
+    char why[2 * MIG_ERR_LEN] = "";
+    if (!strcmp(cfg.caseName, "no-listener")) {
+        char err[MIG_ERR_LEN];
+        if (cfg.port == 0) {
+            fprintf(stderr, "migtransport-test: no-listener needs --port\n");
+            return 64;
+        }
+        int64_t t0 = nowMs();
+        migConn *c = migConnect(cfg.kind, cfg.bind, cfg.port, "0123456789",
+                                cfg.donorBind, cfg.timeoutMs, err);
+        int64_t ms = nowMs() - t0;
+        if (c == NULL && strstr(err, "no listener")) {
+            say("connect with nobody listening: \"%s\" after %" PRId64 " ms "
+                "(ok)", err, ms);
+            result = 0;
+        } else {
+            snprintf(why, sizeof(why), "connect with nobody listening: %s",
+                     c ? "succeeded" : err);
+            result = 1;
+        }
+        migClose(c);
+    } else {
+        char token[MIG_TOKEN_LEN + 1];
+        int sp[2];
+        if (migGenerateToken(token, why) ||
+            socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) {
+            fprintf(stderr, "migtransport-test: setup: %s\n",
+                    why[0] ? why : strerror(errno));
+            return 1;
+        }
+        /* Fork before any RDMA call: verbs state must not be inherited. */
+        int childIsDonor = strcmp(cfg.caseName, "kill-recipient") != 0;
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            return 1;
+        }
+        if (pid == 0) {
+            close(sp[0]);
+            role = childIsDonor ? "donor" : "recipient";
+            int rc = childIsDonor ? runDonor(&cfg, sp[1], token)
+                                  : runRecipient(&cfg, sp[1], token);
+            close(sp[1]);
+            exit(rc);
+        }
+        close(sp[1]);
+        role = childIsDonor ? "recipient" : "donor";
+        int rc = childIsDonor ? runRecipient(&cfg, sp[0], token)
+                              : runDonor(&cfg, sp[0], token);
+        close(sp[0]);
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+        int killedCase = !strcmp(cfg.caseName, "kill-donor") ||
+                         !strcmp(cfg.caseName, "kill-recipient");
+        int childOk = killedCase ?
+            (WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) :
+            (WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        if (rc)
+            snprintf(why, sizeof(why), "the %s failed (see above)", role);
+        else if (!childOk)
+            snprintf(why, sizeof(why), "the %s %s", childIsDonor ? "donor" :
+                     "recipient", WIFSIGNALED(st) ? "died of a signal" :
+                     "failed (see above)");
+        result = rc || !childOk;
+    }
+    if (result == 0)
+        printf("migtransport-test: %s (%s): PASS\n", cfg.caseName,
+               migKindName(cfg.kind));
+    else
+        printf("migtransport-test: %s (%s): FAIL: %s\n", cfg.caseName,
+               migKindName(cfg.kind), why);
+    return result ? 1 : 0;
+}
