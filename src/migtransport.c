@@ -1030,6 +1030,7 @@ migListener *migListen(migKind kind, const char *bindaddr, int port,
             free(l);
             return NULL;
         }
+        snprintf(l->note, sizeof(l->note), "%s", rerr);
     }
 #else
     if (kind == MIG_KIND_RDMA) {
@@ -1037,6 +1038,8 @@ migListener *migListen(migKind kind, const char *bindaddr, int port,
         free(l);
         return NULL;
     }
+    if (kind == MIG_KIND_AUTO) snprintf(l->note, sizeof(l->note), "%s",
+                                        migNoRdma);
 #endif
     if (migTcpListen(l, bindaddr, port, err)) {
         free(l);
@@ -1052,6 +1055,10 @@ int migListenerPort(const migListener *l) {
 
 migKind migListenerKind(const migListener *l) {
     return l->kind;
+}
+
+const char *migListenerNote(const migListener *l) {
+    return l->note;
 }
 
 migConn *migAccept(migListener *l, int timeoutMs, char *err) {
@@ -1149,11 +1156,19 @@ migConn *migConnect(migKind kind, const char *host, int port, const char *token,
             return NULL;
         }
         (void)noListener;
+        migConn *t = migTcpConnect(host, port, tok, bindaddr, timeoutMs, err);
+        if (t) snprintf(t->note, sizeof(t->note), "%s", rerr);
+        return t;
     }
 #else
     if (kind == MIG_KIND_RDMA) {
         migSetError(err, "%s", migNoRdma);
         return NULL;
+    }
+    if (kind == MIG_KIND_AUTO) {
+        migConn *t = migTcpConnect(host, port, tok, bindaddr, timeoutMs, err);
+        if (t) snprintf(t->note, sizeof(t->note), "%s", migNoRdma);
+        return t;
     }
 #endif
     return migTcpConnect(host, port, tok, bindaddr, timeoutMs, err);
@@ -1248,6 +1263,10 @@ migKind migConnKind(const migConn *c) {
 
 const char *migConnPeer(const migConn *c) {
     return c->peer;
+}
+
+const char *migConnNote(const migConn *c) {
+    return c->note;
 }
 
 void migGetStats(const migConn *c, migStats *out) {

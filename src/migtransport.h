@@ -138,6 +138,8 @@ migListener *migListen(migKind kind, const char *bindaddr, int port,
                        const char *token, char *err);
 int migListenerPort(const migListener *l);
 migKind migListenerKind(const migListener *l);   /* never AUTO */
+/* Why "auto" did not pick RDMA ("" if it did, or was not asked to). */
+const char *migListenerNote(const migListener *l);
 migConn *migAccept(migListener *l, int timeoutMs, char *err);
 void migCloseListener(migListener *l);
 
@@ -159,6 +161,8 @@ int migFinish(migConn *c, char *err);
 void migSetOptions(migConn *c, const migOptions *o);
 migKind migConnKind(const migConn *c);            /* never AUTO */
 const char *migConnPeer(const migConn *c);        /* "host:port" */
+/* Donor with "auto": why RDMA was not used ("" if it was). */
+const char *migConnNote(const migConn *c);
 void migGetStats(const migConn *c, migStats *out);
 void migClose(migConn *c);
 /* Tests only: the TCP socket of a connection (-1 for RDMA), to play a
@@ -224,6 +228,7 @@ struct migListener {
     int port;
     uint8_t token[MIG_TOKEN_LEN];
     char bindaddr[64];
+    char note[MIG_ERR_LEN];     /* why auto fell back to TCP */
     int fd;                     /* TCP */
     void *rdma;                 /* RDMA: migRdmaListener */
 };
@@ -233,6 +238,7 @@ struct migConn {
     int donor;                  /* 1: donor end, 0: recipient end */
     int timeoutMs;              /* I/O timeout */
     char peer[80];
+    char note[MIG_ERR_LEN];     /* why auto fell back to TCP */
     migStats stats;
     migOptions opts;
     int finished;               /* migFinish/migWaitTransfer succeeded */

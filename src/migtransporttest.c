@@ -242,7 +242,8 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     say("listening on %s port %u, transport %s", cfg->bind, port,
         migKindName(migListenerKind(l)));
     if (cfg->kind == MIG_KIND_AUTO)
-        say("auto chose %s", migKindName(migListenerKind(l)));
+        say("auto chose %s%s%s", migKindName(migListenerKind(l)),
+            migListenerNote(l)[0] ? ": " : "", migListenerNote(l));
 
     if (isCase(cfg, "timeout")) {
         int64_t t0 = nowMs();
@@ -486,7 +487,9 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
         say("FAIL: connect: %s", err);
         goto out;
     }
-    say("connected to %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
+    say("connected to %s over %s%s%s", migConnPeer(c),
+        migKindName(migConnKind(c)), migConnNote(c)[0] ? "; auto: " : "",
+        migConnNote(c));
     migSetOptions(c, &cfg->opts);
 
     if (ctlRead(ctl, &rn, sizeof(rn), cfg->timeoutMs) || rn != n) {
@@ -561,7 +564,10 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
     int64_t t0 = nowMs();
     size_t done = 0;
     while (done < nseg) {
-        size_t k = nseg - done < WRITE_BATCH ? nseg - done : WRITE_BATCH;
+        size_t batch = WRITE_BATCH;
+        if (isCase(cfg, "kill-donor") && nseg / 4 < batch)
+            batch = nseg / 4 ? nseg / 4 : 1;
+        size_t k = nseg - done < batch ? nseg - done : batch;
         if (isCase(cfg, "kill-donor") && done >= nseg / 2) {
             say("killing myself with SIGKILL after %zu of %zu segments", done,
                 nseg);

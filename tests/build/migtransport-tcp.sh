@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Tests of the block transport's TCP implementation (src/migtransport.c),
+# natively, with bin/migtransport-test (src/migtransporttest.c): run by
+# `make test` (suite "ours") like every tests/build/*.sh.
+#
+# Every case of the tool once natively, then once more under valgrind (no
+# invalid access, no leak, in both the recipient and the forked donor).
+# Prints one "[ok]: ..." or "[err]: ..." line per case; exits non-zero on
+# failure. Ports: 45100-45299 (MIGTEST_PORT_BASE moves them).
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+bin=bin/migtransport-test
+base=${MIGTEST_PORT_BASE:-45100}
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+if [ ! -x "$bin" ]; then
+    echo "[err]: migtransport: $bin not built (run make)"
+    exit 1
+fi
+
+# run NAME EXPECT-ERE CMD...: the command must exit 0, print PASS and match
+# EXPECT-ERE.
+run() {
+    local name=$1 expect=$2
+    shift 2
+    timeout 120 "$@" > "$log" 2>&1
+    local rc=$?
+    if [ $rc = 0 ] && grep -q ': PASS$' "$log" && grep -Eq "$expect" "$log"; then
+        echo "[ok]: migtransport tcp: $name"
+    else
+        echo "[err]: migtransport tcp: $name (exit $rc)"
+        sed 's/^/    /' "$log" | tail -25
+        failed=1
+    fi
+}
+
+# Each case its own port: $port is bumped by next_port (not in a subshell).
+port=$base
+next_port() { port=$((port + 1)); }
+
+# Natively.
+next_port
+run "happy path: every byte of 48 blocks verified (807 segments in 2 calls, 3 writevs)" \
+    'verified every byte of 48 blocks.*guards intact' \
+    $bin --case happy --port "$port"
+next_port
+run "happy path, 200 blocks of 1..400 segments, another seed" \
+    'verified every byte of 200 blocks' \
+    $bin --case happy --blocks 200 --pieces 400 --seed 7 --port "$port"
+next_port
+run "kind auto picks TCP without an RDMA device, and says why" \
+    'auto chose tcp: rdma: .*(no RDMA device|not an address of an RDMA device|no RDMA support)' \
+    $bin --case happy --kind auto --port "$port"
+next_port
+run "wrong token refused on both ends, the listener then accepts the right donor" \
+    'recipient\] wrong token refused: "tcp: token mismatch' \
+    $bin --case wrong-token --port "$port"
+next_port
+run "no listener: connect fails with a clear error" \
+    'Connection refused \(no listener\)' \
+    $bin --case no-listener --port "$port"
+next_port
+run "donor killed mid-transfer: recipient errors before its timeout, guards intact" \
+    'donor killed mid-transfer: "tcp: .*closed the connection' \
+    $bin --case kill-donor --port "$port"
+next_port
+run "recipient killed: donor errors before its timeout" \
+    'recipient killed: "tcp: ' \
+    $bin --case kill-recipient --port "$port"
+next_port
+run "lying peer: block id out of range refused, nothing written" \
+    'peer sent block id 51 but only 48 blocks are registered' \
+    $bin --case lie-block --port "$port"
+next_port
+run "lying peer: offset past the block refused, nothing written" \
+    'peer sent offset [0-9]+ in block 0' \
+    $bin --case lie-offset --port "$port"
+next_port
+run "lying peer: length past the block refused, nothing written" \
+    'past its end' \
+    $bin --case lie-length --port "$port"
+next_port
+run "lying peer: summary that does not add up refused" \
+    'does not add up: the summary claims' \
+    $bin --case lie-summary --port "$port"
+next_port
+run "timeouts: accept with nobody connecting, silent donor" \
+    'silent donor: "tcp: timeout after 1500 ms waiting for the donor' \
+    $bin --case timeout --port "$port"
+
+# Under valgrind (smaller data: valgrind is ~20x slower).
+if command -v valgrind > /dev/null; then
+    vg=(valgrind -q --error-exitcode=1 --leak-check=full)
+    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary timeout; do
+        next_port
+        run "valgrind clean: $c" ': PASS$' \
+            "${vg[@]}" $bin --case "$c" --blocks 16 --timeout 30000 --port "$port"
+    done
+    next_port
+    run "valgrind clean: no-listener" ': PASS$' "${vg[@]}" $bin --case no-listener --port "$port"
+else
+    echo "[err]: migtransport tcp: valgrind not installed"
+    failed=1
+fi
+exit $failed
