@@ -54,6 +54,7 @@
 
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -408,6 +409,9 @@ static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
         say("FAIL: the lie cases need --kind tcp");
         return 1;
     }
+    /* Blocking writes: each forged message goes out whole, in order (the
+     * recipient may hang up early: SIGPIPE is ignored, EPIPE is fine). */
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     if (isCase(cfg, "lie-block")) {
         block = n + 3;
     } else if (isCase(cfg, "lie-offset")) {
@@ -655,6 +659,7 @@ int main(int argc, char **argv) {
     cfg.seed = 1;
     cfg.timeoutMs = 10000;
     setvbuf(stdout, NULL, _IOLBF, 0);
+    signal(SIGPIPE, SIG_IGN);
 
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i];
