@@ -670,6 +670,11 @@ static migConn *migTcpConnect(const char *host, int port, const uint8_t *token,
             snprintf(lastErr, sizeof(lastErr), "socket: %s", strerror(errno));
             continue;
         }
+        /* Our ephemeral port may lie in the range listeners use: with
+         * SO_REUSEADDR its TIME_WAIT does not keep a listener from binding
+         * that port after we are gone. */
+        int reuse = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof(reuse));
         if (bindaddr && *bindaddr) {
             struct addrinfo bh, *br = NULL;
             memset(&bh, 0, sizeof(bh));

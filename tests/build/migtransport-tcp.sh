@@ -27,8 +27,19 @@ fi
 run() {
     local name=$1 expect=$2
     shift 2
-    timeout 120 "$@" > "$log" 2>&1
-    local rc=$?
+    local try rc
+    for try in 1 2 3; do
+        timeout 120 "$@" > "$log" 2>&1
+        rc=$?
+        # The port was taken (another program, or a socket of ours in
+        # TIME_WAIT from an earlier run): move to a fresh one and retry.
+        grep -q 'Address already in use' "$log" || break
+        # (Every command below ends with --port PORT.)
+        port=$((port + 50))
+        local a=("$@")
+        a[-1]=$port
+        set -- "${a[@]}"
+    done
     if [ $rc = 0 ] && grep -q ': PASS$' "$log" && grep -Eq "$expect" "$log"; then
         echo "[ok]: migtransport tcp: $name"
     else
