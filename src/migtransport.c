@@ -1067,11 +1067,20 @@ const char *migListenerNote(const migListener *l) {
 }
 
 migConn *migAccept(migListener *l, int timeoutMs, char *err) {
+    migConn *c;
+    if (l->accepted) {
+        migSetError(err, "%s: the listener on port %d already accepted its "
+                    "one donor", migKindName(l->kind), l->port);
+        return NULL;
+    }
     if (timeoutMs <= 0) timeoutMs = 1;
 #ifdef USE_RDMA
-    if (l->kind == MIG_KIND_RDMA) return migRdmaAccept(l, timeoutMs, err);
+    if (l->kind == MIG_KIND_RDMA) c = migRdmaAccept(l, timeoutMs, err);
+    else
 #endif
-    return migTcpAccept(l, timeoutMs, err);
+    c = migTcpAccept(l, timeoutMs, err);
+    if (c) l->accepted = 1;
+    return c;
 }
 
 void migCloseListener(migListener *l) {

@@ -27,6 +27,11 @@
  *       answers with a verdict                   verdict
  *   migClose(c), migCloseListener(l)         migClose(c)
  *
+ * A listener hands out exactly one connection: once migAccept() returned
+ * one, further calls fail (close the listener right away: donors that
+ * connect later are then refused). Refused peers (wrong token, garbage,
+ * silence until the timeout) do not count.
+ *
  * Blocking and threads: every call blocks, with a timeout, and is meant for
  * a background thread (the donor's migration thread, the recipient's
  * transfer thread), never the Redis main thread. One connection is used by
@@ -229,6 +234,7 @@ struct migListener {
     uint8_t token[MIG_TOKEN_LEN];
     char bindaddr[64];
     char note[MIG_ERR_LEN];     /* why auto fell back to TCP */
+    int accepted;               /* has handed out its one connection */
     int fd;                     /* TCP */
     void *rdma;                 /* RDMA: migRdmaListener */
 };

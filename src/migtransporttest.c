@@ -277,6 +277,15 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         goto out;
     }
     say("accepted %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
+    {
+        migConn *again = migAccept(l, 100, err);
+        if (again || !strstr(err, "already accepted")) {
+            say("FAIL: a second migAccept on the listener: %s",
+                again ? "returned a connection" : err);
+            migClose(again);
+            goto out;
+        }
+    }
     migSetOptions(c, &cfg->opts);
 
     uint64_t total = 0;
