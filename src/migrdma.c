@@ -463,7 +463,10 @@ static int migRdmaHandleWc(migConn *c, const struct ibv_wc *wc, char *err) {
     if (wc->status != IBV_WC_SUCCESS) {
         if (wc->status == IBV_WC_WR_FLUSH_ERR)
             migSetError(err, "rdma: %s was flushed: the connection to %s is "
-                        "gone", migRdmaWrName(wc->wr_id), c->peer);
+                        "gone%s", migRdmaWrName(wc->wr_id), c->peer,
+                        c->donor ? "" : " (the donor hung up, or one of its "
+                        "WRITEs fell outside the registered blocks and the "
+                        "NIC refused it)");
         else
             migSetError(err, "rdma: %s to %s failed: %s (status %d, vendor_err "
                         "0x%x)", migRdmaWrName(wc->wr_id), c->peer,

@@ -40,6 +40,10 @@
  *                  changed
  *   timeout        migAccept with nobody connecting, then migWaitTransfer
  *                  with a donor that never writes: both time out, on time
+ *   rdma-overrun   (RDMA) the donor forges a descriptor 4 KB longer than
+ *                  block 0 and writes all of it: the recipient's NIC
+ *                  refuses (the MR ends with the block), both ends get an
+ *                  error, the guard after the block is intact
  *
  * Output: one line per step, prefixed with the end that prints it, the
  * transport chosen, the stats (WRs, chains, RDMA bytes, TCP bytes) and MB/s
@@ -370,6 +374,16 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         }
         say("silent donor: \"%s\" after %" PRId64 " ms (ok)", err, ms);
         ok = 1;
+    } else if (isCase(cfg, "rdma-overrun")) {
+        /* The guards right after block 0 are where the overrun would land:
+         * checked above. */
+        if (rc == 0) {
+            say("FAIL: a donor writing past block 0 got its transfer "
+                "accepted");
+            goto out;
+        }
+        say("donor writing past its block: \"%s\", guards intact (ok)", err);
+        ok = 1;
     } else if (isLie(cfg)) {
         const char *want = isCase(cfg, "lie-block") ? "but only" :
                            isCase(cfg, "lie-offset") ? "peer sent offset" :
@@ -518,6 +532,35 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
         ok = donorLie(cfg, c, desc, n) == 0;
         goto out;
     }
+    if (isCase(cfg, "rdma-overrun")) {
+        /* A descriptor forged 4 KB longer than block 0 really is: the
+         * recipient's NIC must refuse the WRITE (its MR ends there). */
+        uint64_t big = desc[0].len + 4096;
+        unsigned char *buf = malloc(big);
+        memset(buf, 0xee, big);
+        const void *a[1] = {buf};
+        uint64_t l[1] = {big};
+        migBlockDesc forged = desc[0];
+        forged.len = big;
+        migSegment sg = {buf, big, &forged, 0};
+        int rc = migRegisterSendBlocks(c, a, l, 1, err);
+        if (rc == 0) {
+            say("writing %" PRIu64 " bytes into block 0 of %" PRIu64
+                " bytes", big, desc[0].len);
+            rc = migWriteBlocks(c, &sg, 1, err);
+            if (rc == 0) rc = migFinish(c, err);
+        }
+        if (rc == 0) {
+            say("FAIL: writing past the recipient's block succeeded");
+        } else {
+            say("writing past the recipient's block: \"%s\" (ok)", err);
+            ok = 1;
+        }
+        migClose(c);
+        c = NULL;
+        free(buf);
+        goto out;
+    }
     if (isCase(cfg, "timeout")) {
         say("staying silent for %d ms", 1500 + 2000);
         usleep((1500 + 2000) * 1000);
@@ -637,7 +680,7 @@ static void usage(void) {
 "                         [--total BYTES] [--pieces K] [--seed X]\n"
 "                         [--max-chain M] [--max-wr-bytes B] [--timeout MS]\n"
 "cases: happy wrong-token no-listener kill-donor kill-recipient lie-block\n"
-"       lie-offset lie-length lie-summary timeout\n"
+"       lie-offset lie-length lie-summary timeout rdma-overrun\n"
 "defaults: --case happy --kind tcp --bind 127.0.0.1 --port 0 --blocks 48\n"
 "          --pieces 40 --seed 1 --timeout 10000; sizes take k/m/g\n");
 }
@@ -717,7 +760,7 @@ int main(int argc, char **argv) {
     }
     static const char *cases[] = {"happy", "wrong-token", "no-listener",
         "kill-donor", "kill-recipient", "lie-block", "lie-offset",
-        "lie-length", "lie-summary", "timeout", NULL};
+        "lie-length", "lie-summary", "timeout", "rdma-overrun", NULL};
     int known = 0;
     for (int i = 0; cases[i]; i++) known |= !strcmp(cases[i], cfg.caseName);
     if (!known) {

@@ -17,6 +17,9 @@
 #   no-listener    rdma_connect with nobody listening is rejected
 #   kill-donor     donor SIGKILLed half way: recipient errors, no hang
 #   kill-recipient recipient SIGKILLed after registering: donor errors
+#   overrun        a forged descriptor 4 KB longer than the block: the
+#                  recipient's NIC refuses the WRITE (its MR ends with the
+#                  block), both ends report it, the guard is intact
 #   timeout        accept and transfer waits time out on time
 #
 # Prints "[ok]: ..." / "[err]: ..." per case and a last line
@@ -71,6 +74,9 @@ run kill-donor 'donor killed mid-transfer: "rdma: ' \
     --case kill-donor --kind rdma --bind $R --donor-bind $D --port 45405 --blocks 16 --timeout 60000
 run kill-recipient 'recipient killed: "rdma: ' \
     --case kill-recipient --kind rdma --bind $R --donor-bind $D --port 45406 --blocks 16 --timeout 60000
+run overrun 'donor writing past its block: "rdma: .*guards intact' \
+    --case rdma-overrun --kind rdma --bind $R --donor-bind $D --port 45409 --blocks 8 --timeout 60000
+grep -Eq 'writing past the recipient.s block: "rdma: .*(access|flushed|disconnected)' "$log" || { echo "[err]: migtransport rdma: overrun: the donor did not report the refused WRITE"; failed=$((failed + 1)); }
 run timeout 'silent donor: "rdma: timeout after 1500 ms' \
     --case timeout --kind rdma --bind $R --donor-bind $D --port 45407 --blocks 8 --timeout 60000
 
