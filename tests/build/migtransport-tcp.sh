@@ -28,14 +28,15 @@ run() {
     local name=$1 expect=$2
     shift 2
     local try rc
-    for try in 1 2 3; do
+    for try in 1 2 3 4 5 6 7 8; do
         timeout 120 "$@" > "$log" 2>&1
         rc=$?
-        # The port was taken (another program, or a socket of ours in
-        # TIME_WAIT from an earlier run): move to a fresh one and retry.
+        # The port was taken: the machine's ephemeral port range covers
+        # ours, and any program's outgoing connections (in TIME_WAIT) can
+        # hold it. Move to another port of 45100-45999 and retry.
         grep -q 'Address already in use' "$log" || break
         # (Every command below ends with --port PORT.)
-        port=$((port + 50))
+        port=$((base + RANDOM % (46000 - base)))
         local a=("$@")
         a[-1]=$port
         set -- "${a[@]}"
