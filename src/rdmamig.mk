@@ -17,7 +17,7 @@ BUILD_RDMA?=auto
 # and RDMA under USE_RDMA; migrdma.o is empty without it). migblocks.o:
 # what a migration puts in the blocks and how the recipient adopts it.
 RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migrdma.o \
-	clustersetslots.o
+	clustersetslots.o slotfreeze.o
 
 RDMAMIG_HAVE_VERBS:=$(shell printf '\043include <infiniband/verbs.h>\n\043include <rdma/rdma_cma.h>\nint main(void){return 0;}\n' | \
 	$(CC) -x c - -o /dev/null -libverbs -lrdmacm >/dev/null 2>&1 && echo yes || echo no)

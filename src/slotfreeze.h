@@ -1,0 +1,29 @@
+/* slotfreeze.h -- frozen slots, the write fence of a slot migration
+ * (src/slotfreeze.c): commands that would change a frozen slot wait,
+ * expiry and eviction leave its keys alone.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#ifndef __SLOTFREEZE_H
+#define __SLOTFREEZE_H
+
+#include "sds.h"
+
+struct client;
+struct redisObject;
+
+void slotFreeze(const unsigned char *slots, long long max_ms);
+long long slotThaw(void);
+int slotFreezeActive(void);
+int slotFreezeIsFrozen(int slot);
+int slotFreezeKeyIsFrozen(sds key);
+
+/* Hooks: processCommand, serverCron, INFO, DEBUG SLOTFREEZE. */
+int slotFreezeShouldPostpone(struct client *c);
+void slotFreezeCron(void);
+sds slotFreezeGenInfo(sds info);
+int slotFreezeParseRange(struct client *c, struct redisObject *arg, unsigned char *slots);
+void slotFreezeDebugCommand(struct client *c);
+
+#endif
