@@ -34,6 +34,12 @@
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
+/* strdup, clock_gettime: -std=c99 hides them (Redis's fmacros.h does the
+ * same; this file also builds outside the tree for its unit tests). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include "clitransport.h"
 
 #include <stdarg.h>

@@ -8,7 +8,8 @@
 #   BUILD_RDMA=yes   build it, and fail if the headers are missing
 #   BUILD_RDMA=no    build without it (TCP transport only)
 #
-# It also lists our object files for redis-server (RDMAMIG_SERVER_OBJ).
+# It also lists our object files for redis-server (RDMAMIG_SERVER_OBJ) and
+# for redis-cli (RDMAMIG_CLI_OBJ).
 # The top-level Makefile builds bin/migtransport-test from the same sources
 # with the same USE_RDMA decision (it asks redis-server --version).
 
@@ -18,6 +19,9 @@ BUILD_RDMA?=auto
 # what a migration puts in the blocks and how the recipient adopts it.
 RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migrdma.o \
 	clustersetslots.o slotfreeze.o
+# clitransport.o + climigrate.o: redis-cli --cluster rebalance|reshard
+# moving slots with RDMAMIGRATESLOTS (--cluster-transport).
+RDMAMIG_CLI_OBJ=clitransport.o climigrate.o
 
 RDMAMIG_HAVE_VERBS:=$(shell printf '\043include <infiniband/verbs.h>\n\043include <rdma/rdma_cma.h>\nint main(void){return 0;}\n' | \
 	$(CC) -x c - -o /dev/null -libverbs -lrdmacm >/dev/null 2>&1 && echo yes || echo no)

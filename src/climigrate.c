@@ -1,0 +1,419 @@
+/* climigrate.c -- redis-cli talks RDMAMIGRATESLOTS to the donors of a
+ * rebalance or reshard.
+ *
+ * The cluster manager of redis-cli.c keeps its plan (which slots go from
+ * which donor to which recipient) and asks here, per pair, whether both
+ * nodes can move slots as blocks (cliMigSupports: COMMAND INFO
+ * RDMAMIGRATESLOTS is non-nil) and, if so, moves all of the pair's slots
+ * with one call (cliMigMoveSlots):
+ *
+ *   1. RDMAMIGRATESLOTS <host> <port> <ranges> TRANSPORT t [AUTH ...]
+ *      TIMEOUT ms is written to the donor's cluster-manager connection;
+ *      the donor answers only when the migration has ended.
+ *   2. Meanwhile, every 500 ms, RDMAMIGRATESLOTS STATUS on a second
+ *      connection to the donor gives the phase, slots and bytes, shown as
+ *      one progress line (rewritten in place on a terminal, else a line
+ *      per phase and at most one every 3 s).
+ *   3. The final reply (a map in RESP3, a flat name/value array in RESP2)
+ *      becomes the summary line; an error reply is printed and the move
+ *      fails, as a failing MIGRATE does in upstream's path.
+ *   4. The other masters are told the new owner at once (CLUSTER SETSLOTS
+ *      NODE, one call each), as upstream's clusterManagerMoveSlot does
+ *      with SETSLOT so clients are not redirected by stale nodes; this is
+ *      best effort, gossip converges anyway.
+ *
+ * The wait is single threaded: the command is written with hiredis's
+ * buffer API and the donor's socket is poll()ed between STATUS calls.
+ * Reply shapes are walked here; every field goes to cliMigStatsSet()
+ * (clitransport.c), which ignores what it does not know.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+/* strdup, clock_gettime: -std=c99 hides them (Redis's fmacros.h does the
+ * same; this file also builds outside the tree for its unit tests). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "climigrate.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <hiredis.h>
+
+#define CLI_MIG_POLL_MS 500             /* STATUS every 500 ms */
+#define CLI_MIG_PLAIN_EVERY_MS 3000     /* non-TTY: a line at most every 3 s */
+#define CLI_MIG_STATUS_TIMEOUT_MS 2000  /* a STATUS call longer: stop polling */
+
+static long long cliMigNowMs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---------------------------------------------------------------------
+ * Detection
+ * ------------------------------------------------------------------ */
+
+/* What each node said, by ip:port, so every node is asked once per run. */
+typedef struct cliMigSupportCache {
+    char *ip;
+    int port;
+    int supports;
+    struct cliMigSupportCache *next;
+} cliMigSupportCache;
+
+static cliMigSupportCache *cliMigCache;
+
+/* Returns 1 if the node has RDMAMIGRATESLOTS (COMMAND INFO gives a
+ * non-nil entry for it), 0 if not, or if it could not be asked (no
+ * connection, COMMAND refused): then the reason is printed once. */
+int cliMigSupports(const cliMigNode *n) {
+    for (cliMigSupportCache *e = cliMigCache; e; e = e->next)
+        if (e->port == n->port && !strcmp(e->ip, n->ip)) return e->supports;
+
+    int supports = 0;
+    if (n->ctx == NULL || n->ctx->err) {
+        fprintf(stderr, "*** %s:%d: no connection to ask for "
+                "RDMAMIGRATESLOTS\n", n->ip, n->port);
+    } else {
+        redisReply *r = redisCommand(n->ctx, "COMMAND INFO RDMAMIGRATESLOTS");
+        if (r == NULL) {
+            fprintf(stderr, "*** %s:%d: COMMAND INFO failed: %s\n", n->ip,
+                    n->port, n->ctx->errstr);
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "*** %s:%d: COMMAND INFO failed: %s\n", n->ip,
+                    n->port, r->str);
+        } else if (r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                   r->element[0]->type != REDIS_REPLY_NIL) {
+            supports = 1;
+        }
+        if (r) freeReplyObject(r);
+    }
+    cliMigSupportCache *e = malloc(sizeof(*e));
+    if (e != NULL && (e->ip = strdup(n->ip)) != NULL) {
+        e->port = n->port;
+        e->supports = supports;
+        e->next = cliMigCache;
+        cliMigCache = e;
+    } else {
+        free(e);
+    }
+    return supports;
+}
+
+/* Checks --cluster-transport against the nodes that will give or take
+ * slots, before anything moves. legacy: nothing to check. auto: prints,
+ * once per node without RDMAMIGRATESLOTS, that its slots move with
+ * MIGRATE. rdma/tcp: every node must have it; else prints which do not
+ * and returns 0. Returns 1 when the move can go ahead. */
+int cliMigCheckNodes(const cliMigNode *nodes, int count, int transport) {
+    int ok = 1;
+    if (transport == CLI_TRANSPORT_LEGACY) return 1;
+    for (int i = 0; i < count; i++) {
+        int dup = 0;
+        for (int j = 0; j < i; j++)
+            if (nodes[j].port == nodes[i].port &&
+                !strcmp(nodes[j].ip, nodes[i].ip)) dup = 1;
+        if (dup || cliMigSupports(&nodes[i])) continue;
+        if (transport == CLI_TRANSPORT_AUTO) {
+            printf(">>> %s:%d does not support RDMAMIGRATESLOTS: moving its "
+                   "slots with MIGRATE (legacy)\n", nodes[i].ip,
+                   nodes[i].port);
+        } else {
+            fprintf(stderr, "*** %s:%d does not support RDMAMIGRATESLOTS, "
+                    "required by --cluster-transport %s (use auto or legacy "
+                    "to move slots with MIGRATE)\n", nodes[i].ip,
+                    nodes[i].port, cliTransportName(transport));
+            ok = 0;
+        }
+    }
+    if (!ok) fprintf(stderr, "*** No slot was moved.\n");
+    fflush(stdout);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------
+ * Replies
+ * ------------------------------------------------------------------ */
+
+/* The text of a scalar reply (in buf for numbers); NULL for anything
+ * else. */
+static const char *cliMigReplyText(const redisReply *r, char *buf,
+                                   size_t buflen, size_t *len) {
+    switch (r->type) {
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+    case REDIS_REPLY_VERB:
+    case REDIS_REPLY_DOUBLE:
+    case REDIS_REPLY_BIGNUM:
+        if (r->str == NULL) return NULL;
+        *len = r->len;
+        return r->str;
+    case REDIS_REPLY_INTEGER:
+    case REDIS_REPLY_BOOL:
+        *len = (size_t)snprintf(buf, buflen, "%lld", r->integer);
+        return buf;
+    default:
+        return NULL;
+    }
+}
+
+/* Fills s from a reply of RDMAMIGRATESLOTS or its STATUS: a map (RESP3)
+ * or an array of name, value, name, value... (RESP2; hiredis lays maps out
+ * the same way). Anything else leaves s as it is. */
+static void cliMigParseStats(const redisReply *r, cliMigStats *s) {
+    if (r->type != REDIS_REPLY_MAP && r->type != REDIS_REPLY_ARRAY) return;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *v = r->element[i + 1];
+        char kb[32], vb[32];
+        size_t kl, vl;
+        const char *kt = cliMigReplyText(k, kb, sizeof(kb), &kl);
+        const char *vt = cliMigReplyText(v, vb, sizeof(vb), &vl);
+        if (kt && vt) cliMigStatsSet(s, kt, kl, vt, vl);
+    }
+}
+
+/* ---------------------------------------------------------------------
+ * Progress
+ * ------------------------------------------------------------------ */
+
+typedef struct cliMigProgress {
+    int tty;
+    int shown;              /* something is on the current TTY line */
+    size_t width;           /* of the last TTY line, to blank it out */
+    long long last_print;   /* non-TTY */
+    char last_phase[32];
+    long long last_bytes, last_slots;
+} cliMigProgress;
+
+static void cliMigShowProgress(cliMigProgress *p, const cliMigStats *s,
+                               double elapsed_s) {
+    if (s->phase[0] == '\0' || !strcasecmp(s->phase, "idle")) return;
+    char *line = cliMigFormatProgress(s, elapsed_s);
+    if (line == NULL) return;
+    if (p->tty) {
+        size_t w = strlen(line);
+        printf("\r    %s", line);
+        for (size_t i = w; i < p->width; i++) putchar(' ');
+        p->width = w;
+        p->shown = 1;
+    } else {
+        long long now = cliMigNowMs();
+        int new_phase = strcmp(p->last_phase, s->phase) != 0;
+        int moved = s->bytes != p->last_bytes || s->slots != p->last_slots;
+        if (new_phase || (moved && now - p->last_print >=
+                                   CLI_MIG_PLAIN_EVERY_MS)) {
+            printf("    %s\n", line);
+            p->last_print = now;
+            snprintf(p->last_phase, sizeof(p->last_phase), "%s", s->phase);
+            p->last_bytes = s->bytes;
+            p->last_slots = s->slots;
+        }
+    }
+    fflush(stdout);
+    free(line);
+}
+
+/* Ends the TTY progress line so the next message starts on its own. */
+static void cliMigEndProgress(cliMigProgress *p) {
+    if (p->tty && p->shown) printf("\n");
+    p->shown = 0;
+}
+
+/* Asks the donor how the migration is going; 0 when polling should stop
+ * (the STATUS connection failed or STATUS is refused). */
+static int cliMigPollStatus(redisContext *status, cliMigProgress *p,
+                            double elapsed_s) {
+    redisReply *r = redisCommand(status, "RDMAMIGRATESLOTS STATUS");
+    if (r == NULL) return 0;
+    int ok = r->type != REDIS_REPLY_ERROR;
+    if (ok) {
+        cliMigStats s;
+        cliMigStatsInit(&s);
+        cliMigParseStats(r, &s);
+        cliMigShowProgress(p, &s, elapsed_s);
+    }
+    freeReplyObject(r);
+    return ok;
+}
+
+/* ---------------------------------------------------------------------
+ * The move
+ * ------------------------------------------------------------------ */
+
+/* The donor's used_memory (INFO memory), -1 if unknown. */
+static long long cliMigUsedMemory(redisContext *c) {
+    long long used = -1;
+    redisReply *r = redisCommand(c, "INFO memory");
+    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
+        const char *f = strstr(r->str, "\nused_memory:");
+        if (f) used = strtoll(f + 13, NULL, 10);
+    }
+    if (r) freeReplyObject(r);
+    return used;
+}
+
+/* Sends argv to the donor and waits for its reply, polling STATUS on
+ * 'status' (may be NULL: no progress) every CLI_MIG_POLL_MS meanwhile.
+ * Returns the reply (the caller frees it), or NULL with *err set (a
+ * malloc'ed message) when the connection failed. */
+static redisReply *cliMigCall(redisContext *donor, redisContext *status,
+                              int argc, char **argv, size_t *argvlen,
+                              cliMigProgress *p, long long start,
+                              char **err) {
+    redisReply *reply = NULL;
+    int done = 0;
+
+    if (redisAppendCommandArgv(donor, argc, (const char **)argv,
+                               argvlen) != REDIS_OK)
+        goto ioerr;
+    do {
+        if (redisBufferWrite(donor, &done) == REDIS_ERR) goto ioerr;
+    } while (!done);
+
+    long long next_poll = start + CLI_MIG_POLL_MS;
+    while (1) {
+        if (redisGetReplyFromReader(donor, (void **)&reply) == REDIS_ERR)
+            goto ioerr;
+        if (reply != NULL) return reply;
+        long long now = cliMigNowMs();
+        int wait = status ? (int)(next_poll > now ? next_poll - now : 0) : -1;
+        struct pollfd pfd = {.fd = donor->fd, .events = POLLIN};
+        int rc = poll(&pfd, 1, wait);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc < 0) {
+            *err = strdup(strerror(errno));
+            return NULL;
+        }
+        if (rc > 0) {
+            if (redisBufferRead(donor) == REDIS_ERR) goto ioerr;
+            continue;
+        }
+        if (!cliMigPollStatus(status, p, (cliMigNowMs() - start) / 1000.0))
+            status = NULL;  /* no progress, keep waiting for the reply */
+        next_poll = cliMigNowMs() + CLI_MIG_POLL_MS;
+    }
+
+ioerr:
+    *err = strdup(donor->errstr[0] ? donor->errstr : "I/O error");
+    return NULL;
+}
+
+/* Tells the masters other than donor and recipient that the recipient owns
+ * the slots now (CLUSTER SETSLOTS NODE <id> <ranges>). Best effort: a node
+ * that refuses learns it from the cluster bus. */
+static void cliMigInformOthers(const cliMigNode *dst, char **ranges,
+                               int nranges, const cliMigOptions *o) {
+    if (o->nothers == 0 || dst->name == NULL) return;
+    int argc = 4 + nranges;
+    const char **argv = malloc(sizeof(char *) * argc);
+    if (argv == NULL) return;
+    argv[0] = "CLUSTER";
+    argv[1] = "SETSLOTS";
+    argv[2] = "NODE";
+    argv[3] = dst->name;
+    for (int i = 0; i < nranges; i++) argv[4 + i] = ranges[i];
+    for (int i = 0; i < o->nothers; i++) {
+        const cliMigNode *n = &o->others[i];
+        if (n->ctx == NULL) continue;
+        redisReply *r = redisCommandArgv(n->ctx, argc, argv, NULL);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR)
+            printf("    (%s:%d did not take the new owner now: %s; the "
+                   "cluster bus will tell it)\n", n->ip, n->port,
+                   r ? r->str : n->ctx->errstr);
+        if (r) freeReplyObject(r);
+    }
+    free(argv);
+}
+
+/* Moves 'slots' (any order) from src to dst with one RDMAMIGRATESLOTS sent
+ * to src, with progress and a summary line, then tells the other masters.
+ * Both nodes must support it (cliMigSupports). On failure prints the
+ * donor's error (which says the phase and the cause; the nodes are back to
+ * STABLE) and returns 0; returns 1 on success. */
+int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
+                    const int *slots, int nslots, const cliMigOptions *o) {
+    char from[320], to[320];
+    snprintf(from, sizeof(from), "%s:%d", src->ip, src->port);
+    snprintf(to, sizeof(to), "%s:%d", dst->ip, dst->port);
+
+    cliMigArgs a = {
+        .host = dst->ip, .port = dst->port, .slots = slots, .nslots = nslots,
+        .transport = o->transport, .user = o->user, .pass = o->pass,
+        .timeout_ms = cliMigTimeout(o->timeout_ms,
+                                    cliMigUsedMemory(src->ctx)),
+    };
+    char **argv, **ranges;
+    size_t *argvlen;
+    int argc = cliMigBuildArgv(&a, &argv, &argvlen);
+    int nranges = cliSlotRanges(slots, nslots, &ranges);
+    if (argc < 0 || nranges < 0) {
+        fprintf(stderr, "*** Cannot build RDMAMIGRATESLOTS for %d slots from "
+                "%s to %s\n", nslots, from, to);
+        if (argc >= 0) cliMigFreeArgv(argc, argv, argvlen);
+        if (nranges >= 0) cliFreeStrings(ranges, nranges);
+        return 0;
+    }
+    char *shown = cliSlotRangesJoin(ranges, nranges, 120);
+    printf(">>> Moving %d slots from %s to %s with RDMAMIGRATESLOTS "
+           "(transport %s, timeout %lld ms): %s\n", nslots, from, to,
+           cliTransportName(o->transport), a.timeout_ms,
+           shown ? shown : "");
+    free(shown);
+    fflush(stdout);
+
+    redisContext *status = o->connect ? o->connect(src->ip, src->port) : NULL;
+    if (status) {
+        struct timeval tv = {CLI_MIG_STATUS_TIMEOUT_MS / 1000,
+                             (CLI_MIG_STATUS_TIMEOUT_MS % 1000) * 1000};
+        redisSetTimeout(status, tv);
+    } else {
+        printf("    (no second connection to %s: no progress shown)\n", from);
+    }
+
+    cliMigProgress p = {.tty = isatty(fileno(stdout)), .last_bytes = -1,
+                        .last_slots = -1};
+    char *err = NULL;
+    long long start = cliMigNowMs();
+    redisReply *r = cliMigCall(src->ctx, status, argc, argv, argvlen, &p,
+                               start, &err);
+    double elapsed = (cliMigNowMs() - start) / 1000.0;
+    cliMigEndProgress(&p);
+    if (status) redisFree(status);
+    cliMigFreeArgv(argc, argv, argvlen);
+
+    int ok = 0;
+    if (r == NULL) {
+        fprintf(stderr, "*** RDMAMIGRATESLOTS from %s to %s failed after "
+                "%.1f s: %s (connection to the donor lost: check the state of "
+                "the slots with --cluster check)\n", from, to, elapsed,
+                err ? err : "?");
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "*** RDMAMIGRATESLOTS from %s to %s failed after "
+                "%.1f s: %s\n", from, to, elapsed, r->str);
+    } else {
+        cliMigStats s;
+        cliMigStatsInit(&s);
+        cliMigParseStats(r, &s);
+        char *sum = cliMigFormatSummary(&s, from, to, elapsed);
+        if (sum) printf("%s\n", sum);
+        free(sum);
+        cliMigInformOthers(dst, ranges, nranges, o);
+        ok = 1;
+    }
+    fflush(stdout);
+    if (r) freeReplyObject(r);
+    free(err);
+    cliFreeStrings(ranges, nranges);
+    return ok;
+}

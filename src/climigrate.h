@@ -1,0 +1,47 @@
+/* climigrate.h -- redis-cli talks RDMAMIGRATESLOTS: detection, one batched
+ * call per donor->recipient pair with a progress line, and the summary.
+ *
+ * Linked into redis-cli only (RDMAMIG_CLI_OBJ in src/rdmamig.mk) and
+ * called from the cluster manager of redis-cli.c through small hooks (see
+ * patches/). The pure logic it uses is clitransport.c; the design is at
+ * the top of that file.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#ifndef __CLIMIGRATE_H
+#define __CLIMIGRATE_H
+
+#include "clitransport.h"
+
+struct redisContext;
+
+/* A cluster node as the cluster manager knows it (redis-cli.c fills it
+ * from its clusterManagerNode; nothing here is owned). */
+typedef struct cliMigNode {
+    const char *ip;
+    int port;
+    const char *name;               /* node id */
+    struct redisContext *ctx;       /* the cluster manager's connection */
+} cliMigNode;
+
+/* Opens another authenticated connection to ip:port the way the cluster
+ * manager opens its own (TLS, AUTH); NULL on failure. */
+typedef struct redisContext *cliMigConnectFn(const char *ip, int port);
+
+/* What the move needs to know besides the pair. */
+typedef struct cliMigOptions {
+    int transport;                  /* CLI_TRANSPORT_AUTO|RDMA|TCP */
+    const char *user, *pass;        /* -a / --user: passed as AUTH/AUTH2 */
+    long long timeout_ms;           /* --cluster-timeout */
+    const cliMigNode *others;       /* the other masters, told SETSLOTS NODE */
+    int nothers;
+    cliMigConnectFn *connect;       /* for the STATUS connection */
+} cliMigOptions;
+
+int cliMigSupports(const cliMigNode *n);
+int cliMigCheckNodes(const cliMigNode *nodes, int count, int transport);
+int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
+                    const int *slots, int nslots, const cliMigOptions *o);
+
+#endif
