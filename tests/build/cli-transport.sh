@@ -113,40 +113,9 @@ for _ in $(seq 100); do
     $cli -p ${ports[0]} cluster info | grep -q 'cluster_state:ok' && break
     sleep 0.1
 done
-# Keys straight to their owners: one --pipe per node.
-python3 - "$keys" "$dir" "${ports[@]:0:3}" <<'EOF'
-import subprocess, sys
-n, d, ports = int(sys.argv[1]), sys.argv[2], sys.argv[3:]
-def crc16(b):
-    crc = 0
-    for c in b:
-        crc ^= c << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xffff
-    return crc
-owner = {}
-out = subprocess.run(["bin/redis-cli", "-p", ports[0], "cluster", "slots"],
-                     capture_output=True, text=True).stdout.split("\n")
-# CLUSTER SLOTS in plain output: start, end, ip, port, id, ... per range.
-i = 0
-while i + 3 < len(out):
-    if out[i].isdigit() and out[i + 1].isdigit() and out[i + 3].isdigit():
-        for s in range(int(out[i]), int(out[i + 1]) + 1):
-            owner[s] = out[i + 3]
-        i += 4
-    else:
-        i += 1
-per = {p: [] for p in ports}
-for k in range(n):
-    key = "key:%d" % k
-    val = "value-%d-" % k + "x" * (k % 200)
-    per[owner[crc16(key.encode()) % 16384]].append(
-        "*3\r\n$3\r\nSET\r\n$%d\r\n%s\r\n$%d\r\n%s\r\n" % (len(key), key, len(val), val))
-for p, cmds in per.items():
-    subprocess.run(["bin/redis-cli", "-p", p, "--pipe"], input="".join(cmds),
-                   text=True, check=True, capture_output=True)
-EOF
+# Keys straight to their owners.
+python3 tests/helpers/cli-transport-keys.py "$keys" ${ports[0]} ||
+    err "$keys keys written"
 if ! $cli --cluster add-node 127.0.0.1:${ports[3]} 127.0.0.1:${ports[0]} \
         > "$dir/add.out" 2>&1; then
     err "4th master added" "$dir/add.out"

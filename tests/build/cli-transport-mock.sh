@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# End-to-end tests of redis-cli's RDMAMIGRATESLOTS path (src/climigrate.c)
+# against a stand-in for the server command, run by `make test` (suite
+# "ours") like every tests/build/*.sh.
+#
+# Each of 4 bin/redis-server cluster nodes sits behind
+# tests/helpers/rdmamig-mock.py (the node announces the proxy's port, so
+# redis-cli only talks to proxies), which answers COMMAND INFO
+# RDMAMIGRATESLOTS, RDMAMIGRATESLOTS STATUS, and RDMAMIGRATESLOTS itself by
+# moving the slots the stock way, slowly enough to be polled. Checks: a
+# rebalance sends exactly one RDMAMIGRATESLOTS per donor->recipient pair,
+# carrying that pair's slots as ranges, TRANSPORT and TIMEOUT, prints
+# progress and a summary per pair, and leaves a clean cluster with every
+# key; a reshard from several sources sends one per source; an error reply
+# (TRANSPORT rdma, refused by the mock) stops redis-cli with a non-zero
+# exit and the error, moving nothing.
+#
+# Prints one "[ok]: ..." or "[err]: ..." line per check; exits non-zero on
+# failure. Ports: 33410-33413 (proxies), 33420-33423 (nodes) and the
+# nodes' bus ports (CLI_TRANSPORT_MOCK_PORT moves them).
+set -uo pipefail
+
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$repo"
+base=${CLI_TRANSPORT_MOCK_PORT:-33410}
+ports=($base $((base + 1)) $((base + 2)) $((base + 3)))   # proxies
+cli=bin/redis-cli
+keys=3000
+failed=0
+dir=$(mktemp -d /tmp/cli-transport-mock.XXXXXX)
+log=$dir/calls.log
+pids=()
+
+cleanup() {
+    local p
+    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+ok() { echo "[ok]: cli-transport mock: $1"; }
+err() {
+    echo "[err]: cli-transport mock: $1"
+    [ -n "${2:-}" ] && [ -f "$2" ] && sed 's/^/    /' "$2" | tail -25
+    failed=1
+}
+
+for b in bin/redis-server $cli; do
+    [ -x "$b" ] || { err "$b not built (run make)"; exit 1; }
+done
+for p in "${ports[@]}"; do
+    for q in $p $((p + 10)) $((p + 10010)); do
+        if ss -ltn 2>/dev/null | grep -Eq "[:.]$q[[:space:]]"; then
+            err "port $q is in use: set CLI_TRANSPORT_MOCK_PORT"
+            exit 1
+        fi
+    done
+done
+
+for p in "${ports[@]}"; do
+    r=$((p + 10))
+    mkdir -p "$dir/$r"
+    bin/redis-server --port "$r" --bind 127.0.0.1 --cluster-enabled yes \
+        --cluster-config-file "$dir/$r/nodes.conf" --cluster-node-timeout 5000 \
+        --cluster-announce-port "$p" --cluster-announce-bus-port $((r + 10000)) \
+        --dir "$dir/$r" --save '' --appendonly no --logfile "$dir/$r/log" &
+    pids+=($!)
+    python3 tests/helpers/rdmamig-mock.py "$p" "$r" "$log" 2> "$dir/proxy-$p.log" &
+    pids+=($!)
+done
+for p in "${ports[@]}"; do
+    for _ in $(seq 100); do
+        $cli -p "$p" ping 2>/dev/null | grep -q PONG && break
+        sleep 0.1
+    done
+done
+
+# The cluster: 3 masters with the slots, an empty 4th (set up on the real
+# ports; everything after goes through the proxies).
+$cli -p $((base + 10)) cluster addslotsrange 0 5460 > /dev/null
+$cli -p $((base + 11)) cluster addslotsrange 5461 10922 > /dev/null
+$cli -p $((base + 12)) cluster addslotsrange 10923 16383 > /dev/null
+for i in 1 2 3; do
+    $cli -p $((base + 10)) cluster meet 127.0.0.1 $((base + 10 + i)) > /dev/null
+done
+for _ in $(seq 200); do
+    known=0
+    for p in "${ports[@]}"; do
+        [ "$($cli -p "$p" cluster nodes | grep -c ' connected')" = 4 ] &&
+            $cli -p "$p" cluster info | grep -q 'cluster_state:ok' &&
+            known=$((known + 1))
+    done
+    [ $known = 4 ] && break
+    sleep 0.1
+done
+[ $known = 4 ] || { err "the 4 nodes know each other and the cluster is up"; exit 1; }
+python3 tests/helpers/cli-transport-keys.py "$keys" ${ports[0]} ||
+    err "$keys keys written"
+
+# check_clean LABEL: as in cli-transport.sh.
+check_clean() {
+    local out=$dir/check.out total
+    for _ in $(seq 40); do
+        $cli --cluster check 127.0.0.1:${ports[0]} > "$out" 2>&1 &&
+            ! grep -q '\[WARNING\]\|\[ERR\]' "$out" && break
+        sleep 0.25
+    done
+    if $cli --cluster check 127.0.0.1:${ports[0]} > "$out" 2>&1 &&
+        grep -q 'All nodes agree about slots configuration' "$out" &&
+        grep -q 'All 16384 slots covered' "$out" &&
+        ! grep -q '\[WARNING\]\|\[ERR\]' "$out"; then
+        ok "$1: --cluster check is clean"
+    else
+        err "$1: --cluster check is clean" "$out"
+    fi
+    total=0
+    for p in "${ports[@]}"; do
+        total=$((total + $($cli -p "$p" dbsize)))
+    done
+    if [ "$total" = "$keys" ]; then
+        ok "$1: all $keys keys still there"
+    else
+        err "$1: all $keys keys still there (found $total)"
+    fi
+}
+
+slots_of() {
+    $cli --cluster info 127.0.0.1:${ports[0]} 2>/dev/null |
+        grep "^127.0.0.1:$1 " | sed -E 's/.* ([0-9]+) slots.*/\1/'
+}
+check_clean "3 masters + an empty 4th"
+
+# Rebalance (auto): one call per pair, every call to the new node.
+out=$dir/out
+: > "$log"
+$cli --cluster rebalance 127.0.0.1:${ports[0]} --cluster-use-empty-masters > "$out" 2>&1
+rc=$?
+p3=${ports[3]}
+old3="(${ports[0]}|${ports[1]}|${ports[2]})"
+ere="^$old3 RDMAMIGRATESLOTS 127.0.0.1 $p3( [0-9]+(-[0-9]+)?)+ TRANSPORT auto TIMEOUT [0-9]+$"
+if [ $rc = 0 ] && [ "$(wc -l < "$log")" = 3 ] && [ "$(grep -Ec "$ere" "$log")" = 3 ] &&
+    [ "$(cut -d' ' -f1 "$log" | sort -u | wc -l)" = 3 ] &&
+    ! grep -q 'does not support' "$out" && [ "$(slots_of "$p3")" = 4096 ]; then
+    ok "rebalance sends one RDMAMIGRATESLOTS per pair, slots as ranges ($(awk '{print NF - 8}' "$log" | tr '\n' ' ')ranges)"
+else
+    err "rebalance sends one RDMAMIGRATESLOTS per pair, slots as ranges (exit $rc)" "$out"
+    sed 's/^/    call: /' "$log" | cut -c1-200
+fi
+# Ranges cover exactly the slots the new node got.
+if python3 - "$log" <<'EOF'
+import sys
+slots = []
+for line in open(sys.argv[1]):
+    for a in line.split()[4:]:
+        if a == "TRANSPORT":
+            break
+        lo, _, hi = a.partition("-")
+        slots += range(int(lo), int(hi or lo) + 1)
+sys.exit(0 if len(slots) == 4096 and len(set(slots)) == 4096 else 1)
+EOF
+then
+    ok "the ranges sent add up to the 4096 slots moved, no slot twice"
+else
+    err "the ranges sent add up to the 4096 slots moved, no slot twice"
+fi
+if [ "$(grep -Ec "^\[OK\] 13(65|66) slots from 127.0.0.1:$old3 to 127.0.0.1:$p3: [0-9]+ keys, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\) over tcp; prepare [0-9]+ ms, transfer [0-9]+ ms, patch 0 ms, handover [0-9]+ ms, delete 0 ms; writes paused [0-9]+ ms; keys [0-9]+ zero-copy, 0 serialized$" "$out")" = 3 ]; then
+    ok "a summary line per pair (keys, MB, MB/s, transport, phases)"
+else
+    err "a summary line per pair (keys, MB, MB/s, transport, phases)" "$out"
+fi
+if grep -Eq '^    transfer: [0-9]+ slots, [0-9.]+/[0-9.]+ MB, [0-9.]+ MB/s, [0-9]+ keys, [0-9.]+ s$' "$out"; then
+    ok "progress lines from RDMAMIGRATESLOTS STATUS (not a TTY: one per phase or 3 s)"
+else
+    err "progress lines from RDMAMIGRATESLOTS STATUS" "$out"
+fi
+check_clean "after the rebalance"
+
+# An error reply stops redis-cli: non-zero exit, the error, nothing moved.
+id0=$($cli -p ${ports[0]} cluster myid)
+id3=$($cli -p "$p3" cluster myid)
+: > "$log"
+$cli --cluster reshard 127.0.0.1:${ports[0]} --cluster-from "$id3" --cluster-to "$id0" \
+    --cluster-slots 100 --cluster-yes --cluster-transport rdma > "$out" 2>&1
+rc=$?
+if [ $rc != 0 ] && [ "$(wc -l < "$log")" = 1 ] && grep -q ' TRANSPORT rdma ' "$log" &&
+    grep -q "RDMAMIGRATESLOTS from 127.0.0.1:$p3 to 127.0.0.1:${ports[0]} failed after [0-9.]* s: ERR prepare phase: rdma: no RDMA device" "$out" &&
+    [ "$(slots_of "$p3")" = 4096 ]; then
+    ok "an error reply is printed, redis-cli exits non-zero, nothing moved"
+else
+    err "an error reply is printed, redis-cli exits non-zero, nothing moved (exit $rc)" "$out"
+fi
+check_clean "after the failed reshard"
+
+# Reshard from all the others: one call per source, TRANSPORT tcp.
+: > "$log"
+n0=$(slots_of ${ports[0]})
+$cli --cluster reshard 127.0.0.1:${ports[0]} --cluster-from all --cluster-to "$id0" \
+    --cluster-slots 300 --cluster-yes --cluster-transport tcp > "$out" 2>&1
+rc=$?
+if [ $rc = 0 ] && [ "$(wc -l < "$log")" = 3 ] &&
+    [ "$(grep -Ec "^(${ports[1]}|${ports[2]}|$p3) RDMAMIGRATESLOTS 127.0.0.1 ${ports[0]} .* TRANSPORT tcp TIMEOUT [0-9]+$" "$log")" = 3 ] &&
+    ! grep -q "^Moving slot" "$out" && [ "$(slots_of ${ports[0]})" = $((n0 + 300)) ]; then
+    ok "reshard from all: one RDMAMIGRATESLOTS per source, 300 slots moved"
+else
+    err "reshard from all: one RDMAMIGRATESLOTS per source, 300 slots moved (exit $rc, $n0 -> $(slots_of ${ports[0]}) slots)" "$out"
+    sed 's/^/    call: /' "$log" | cut -c1-200
+fi
+check_clean "after the tcp reshard"
+
+exit $failed
