@@ -7,11 +7,13 @@
 # tests/helpers/rdmamig-mock.py (the node announces the proxy's port, so
 # redis-cli only talks to proxies), which answers COMMAND INFO
 # RDMAMIGRATESLOTS, RDMAMIGRATESLOTS STATUS, and RDMAMIGRATESLOTS itself by
-# moving the slots the stock way, slowly enough to be polled. Checks: a
-# rebalance sends exactly one RDMAMIGRATESLOTS per donor->recipient pair,
-# carrying that pair's slots as ranges, TRANSPORT and TIMEOUT, prints
-# progress and a summary per pair, and leaves a clean cluster with every
-# key; a reshard from several sources sends one per source; an error reply
+# moving the slots the stock way, slowly enough to be polled. The nodes
+# have a password. Checks: a rebalance sends exactly one RDMAMIGRATESLOTS
+# per donor->recipient pair, carrying that pair's slots as ranges,
+# TRANSPORT, AUTH and TIMEOUT, prints progress and a summary per pair, and
+# leaves a clean cluster with every key; a reshard from several sources
+# sends one per source (on a terminal, with the progress line rewritten in
+# place); an error reply
 # (TRANSPORT rdma, refused by the mock) stops redis-cli with a non-zero
 # exit and the error, moving nothing.
 #
@@ -30,6 +32,9 @@ failed=0
 dir=$(mktemp -d /tmp/cli-transport-mock.XXXXXX)
 log=$dir/calls.log
 pids=()
+# Every node has a password: redis-cli must pass it on in RDMAMIGRATESLOTS
+# (the mock uses it for its own connections and MIGRATEs).
+export REDISCLI_AUTH=s3cret
 
 cleanup() {
     local p
@@ -64,6 +69,7 @@ for p in "${ports[@]}"; do
     bin/redis-server --port "$r" --bind 127.0.0.1 --cluster-enabled yes \
         --cluster-config-file "$dir/$r/nodes.conf" --cluster-node-timeout 5000 \
         --cluster-announce-port "$p" --cluster-announce-bus-port $((r + 10000)) \
+        --requirepass s3cret --masterauth s3cret \
         --dir "$dir/$r" --save '' --appendonly no --logfile "$dir/$r/log" &
     pids+=($!)
     python3 tests/helpers/rdmamig-mock.py "$p" "$r" "$log" 2> "$dir/proxy-$p.log" &
@@ -138,13 +144,13 @@ $cli --cluster rebalance 127.0.0.1:${ports[0]} --cluster-use-empty-masters > "$o
 rc=$?
 p3=${ports[3]}
 old3="(${ports[0]}|${ports[1]}|${ports[2]})"
-ere="^$old3 RDMAMIGRATESLOTS 127.0.0.1 $p3( [0-9]+(-[0-9]+)?)+ TRANSPORT auto TIMEOUT [0-9]+$"
+ere="^$old3 RDMAMIGRATESLOTS 127.0.0.1 $p3( [0-9]+(-[0-9]+)?)+ TRANSPORT auto AUTH s3cret TIMEOUT [0-9]+$"
 if [ $rc = 0 ] && [ "$(wc -l < "$log")" = 3 ] && [ "$(grep -Ec "$ere" "$log")" = 3 ] &&
     [ "$(cut -d' ' -f1 "$log" | sort -u | wc -l)" = 3 ] &&
     ! grep -q 'does not support' "$out" && [ "$(slots_of "$p3")" = 4096 ]; then
-    ok "rebalance sends one RDMAMIGRATESLOTS per pair, slots as ranges ($(awk '{print NF - 8}' "$log" | tr '\n' ' ')ranges)"
+    ok "rebalance sends one RDMAMIGRATESLOTS per pair, slots as ranges, AUTH ($(awk '{print NF - 10}' "$log" | tr '\n' ' ')ranges)"
 else
-    err "rebalance sends one RDMAMIGRATESLOTS per pair, slots as ranges (exit $rc)" "$out"
+    err "rebalance sends one RDMAMIGRATESLOTS per pair, slots as ranges, AUTH (exit $rc)" "$out"
     sed 's/^/    call: /' "$log" | cut -c1-200
 fi
 # Ranges cover exactly the slots the new node got.
@@ -192,19 +198,31 @@ else
 fi
 check_clean "after the failed reshard"
 
-# Reshard from all the others: one call per source, TRANSPORT tcp.
+# Reshard from all the others: one call per source, TRANSPORT tcp; on a
+# terminal (script(1) gives it one) the progress line is rewritten in place.
 : > "$log"
 n0=$(slots_of ${ports[0]})
-$cli --cluster reshard 127.0.0.1:${ports[0]} --cluster-from all --cluster-to "$id0" \
-    --cluster-slots 300 --cluster-yes --cluster-transport tcp > "$out" 2>&1
+script -qec "$cli --cluster reshard 127.0.0.1:${ports[0]} --cluster-from all \
+    --cluster-to $id0 --cluster-slots 1500 --cluster-yes --cluster-transport tcp" \
+    /dev/null < /dev/null > "$out" 2>&1
 rc=$?
+tr -d '\r' < "$out" > "$out.lines"
 if [ $rc = 0 ] && [ "$(wc -l < "$log")" = 3 ] &&
-    [ "$(grep -Ec "^(${ports[1]}|${ports[2]}|$p3) RDMAMIGRATESLOTS 127.0.0.1 ${ports[0]} .* TRANSPORT tcp TIMEOUT [0-9]+$" "$log")" = 3 ] &&
-    ! grep -q "^Moving slot" "$out" && [ "$(slots_of ${ports[0]})" = $((n0 + 300)) ]; then
-    ok "reshard from all: one RDMAMIGRATESLOTS per source, 300 slots moved"
+    [ "$(grep -Ec "^(${ports[1]}|${ports[2]}|$p3) RDMAMIGRATESLOTS 127.0.0.1 ${ports[0]} .* TRANSPORT tcp AUTH s3cret TIMEOUT [0-9]+$" "$log")" = 3 ] &&
+    ! grep -q "^Moving slot" "$out.lines" && [ "$(grep -c '^\[OK\] 500 slots from' "$out.lines")" = 3 ] &&
+    [ "$(slots_of ${ports[0]})" = $((n0 + 1500)) ]; then
+    ok "reshard from all: one RDMAMIGRATESLOTS per source, 1500 slots moved"
 else
-    err "reshard from all: one RDMAMIGRATESLOTS per source, 300 slots moved (exit $rc, $n0 -> $(slots_of ${ports[0]}) slots)" "$out"
+    err "reshard from all: one RDMAMIGRATESLOTS per source, 1500 slots moved (exit $rc, $n0 -> $(slots_of ${ports[0]}) slots)" "$out.lines"
     sed 's/^/    call: /' "$log" | cut -c1-200
+fi
+# (Each poll writes "\r    transfer: ..." over the last one: with the \r
+# removed, the polls of one pair end up on one line.)
+if grep -q $'\r    transfer: [0-9]* slots' "$out" &&
+    grep -q 'transfer: [0-9]* slots.*transfer: [0-9]* slots' "$out.lines"; then
+    ok "on a terminal the progress line is rewritten in place"
+else
+    err "on a terminal the progress line is rewritten in place" "$out.lines"
 fi
 check_clean "after the tcp reshard"
 

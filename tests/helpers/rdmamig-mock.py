@@ -24,7 +24,8 @@ request, except:
                                   without an RDMA device.
 
 The recipient's real port is the announced <port> plus (BACKEND_PORT -
-LISTEN_PORT). Test-only: no AUTH handling of its own, RESP2 only.
+LISTEN_PORT). The AUTH/AUTH2 of RDMAMIGRATESLOTS is used for the mock's
+own connections to both nodes and its MIGRATEs. Test-only, RESP2 only.
 """
 
 import socket
@@ -170,11 +171,24 @@ def migrate(args):
     transport = opts[opts.index("TRANSPORT") + 1] if "TRANSPORT" in opts else "auto"
     if transport == "rdma":
         return b"-ERR prepare phase: rdma: no RDMA device for 127.0.0.1 (mock); slots stay STABLE\r\n"
+    # The password the client passed is what the mock's own connections
+    # and its MIGRATEs use, so a missing or wrong AUTH fails here.
+    auth, migrate_auth = [], []
+    if "AUTH" in opts:
+        auth = [opts[opts.index("AUTH") + 1]]
+    elif "AUTH2" in opts:
+        auth = opts[opts.index("AUTH2") + 1:opts.index("AUTH2") + 3]
+    if auth:
+        migrate_auth = ["AUTH2" if len(auth) == 2 else "AUTH"] + auth
     slots = parse_ranges(ranges)
     t0 = time.time()
     set_status(phase="prepare", transport="tcp", slots=0, keys=0, bytes=0,
                bytes_total=len(slots) * 100)
     donor, recip = connect(BACKEND), connect(port + OFFSET)
+    for node in (donor, recip) if auth else ():
+        r = call(node, "AUTH", *auth)
+        if isinstance(r, Exception):
+            return b"-ERR prepare phase: AUTH refused: %s\r\n" % str(r).encode()
     donor_id, recip_id = call(donor, "CLUSTER", "MYID"), call(recip, "CLUSTER", "MYID")
     for node, state, other in ((recip, "IMPORTING", donor_id),
                                (donor, "MIGRATING", recip_id)):
@@ -192,7 +206,7 @@ def migrate(args):
                 u = call(donor, "MEMORY", "USAGE", k)
                 nbytes += u if isinstance(u, int) else 0
             r = call(donor, "MIGRATE", host, port + OFFSET, "", 0, 5000,
-                     "KEYS", *ks)
+                     *migrate_auth, "KEYS", *ks)
             if isinstance(r, Exception):
                 return b"-ERR transfer phase: %s\r\n" % str(r).encode()
             keys += len(ks)
