@@ -13,7 +13,9 @@
 # TRANSPORT, AUTH and TIMEOUT, prints progress and a summary per pair, and
 # leaves a clean cluster with every key; a reshard from several sources
 # sends one per source (on a terminal, with the progress line rewritten in
-# place); an error reply
+# place); in a mixed cluster (one node without the command), auto uses
+# MIGRATE for that node's pairs and RDMAMIGRATESLOTS for the others; an
+# error reply
 # (TRANSPORT rdma, refused by the mock) stops redis-cli with a non-zero
 # exit and the error, moving nothing.
 #
@@ -32,6 +34,7 @@ failed=0
 dir=$(mktemp -d /tmp/cli-transport-mock.XXXXXX)
 log=$dir/calls.log
 pids=()
+declare -A proxy_pid
 # Every node has a password: redis-cli must pass it on in RDMAMIGRATESLOTS
 # (the mock uses it for its own connections and MIGRATEs).
 export REDISCLI_AUTH=s3cret
@@ -74,6 +77,7 @@ for p in "${ports[@]}"; do
     pids+=($!)
     python3 tests/helpers/rdmamig-mock.py "$p" "$r" "$log" 2> "$dir/proxy-$p.log" &
     pids+=($!)
+    proxy_pid[$p]=$!
 done
 for p in "${ports[@]}"; do
     for _ in $(seq 100); do
@@ -225,5 +229,32 @@ else
     err "on a terminal the progress line is rewritten in place" "$out.lines"
 fi
 check_clean "after the tcp reshard"
+
+# A mixed cluster: the 4th node loses the command (its proxy now plays an
+# older node). auto moves the pairs with it through MIGRATE, the others with
+# RDMAMIGRATESLOTS, in the same rebalance.
+kill "${proxy_pid[$p3]}"; wait "${proxy_pid[$p3]}" 2>/dev/null
+for _ in $(seq 50); do
+    python3 tests/helpers/rdmamig-mock.py "$p3" $((p3 + 10)) "$log" nosupport \
+        2> "$dir/proxy-$p3.log" &
+    pids+=($!)
+    sleep 0.3
+    $cli -p "$p3" ping 2>/dev/null | grep -q PONG && break
+done
+: > "$log"
+$cli --cluster rebalance 127.0.0.1:${ports[0]} > "$out" 2>&1
+rc=$?
+if [ $rc = 0 ] &&
+    [ "$(grep -c ">>> 127.0.0.1:$p3 does not support RDMAMIGRATESLOTS: moving its slots with MIGRATE (legacy)" "$out")" = 1 ] &&
+    [ "$(grep -c 'does not support' "$out")" = 1 ] &&
+    [ "$(wc -l < "$log")" -ge 1 ] && ! grep -q "127.0.0.1 $p3 \|^$p3 " "$log" &&
+    grep -q "^Moving [0-9]* slots from 127.0.0.1:[0-9]* to 127.0.0.1:$p3$" "$out" &&
+    [ "$(slots_of "$p3")" = 4096 ]; then
+    ok "mixed cluster, auto: MIGRATE for the node without the command, RDMAMIGRATESLOTS for the rest ($(wc -l < "$log") calls)"
+else
+    err "mixed cluster, auto: MIGRATE for the node without the command, RDMAMIGRATESLOTS for the rest (exit $rc)" "$out"
+    sed 's/^/    call: /' "$log" | cut -c1-200
+fi
+check_clean "after the mixed rebalance"
 
 exit $failed

@@ -2,7 +2,7 @@
 """rdmamig-mock.py -- a stand-in for RDMAMIGRATESLOTS, for testing
 redis-cli's side of block migration before the server has the command.
 
-    rdmamig-mock.py LISTEN_PORT BACKEND_PORT LOG_FILE
+    rdmamig-mock.py LISTEN_PORT BACKEND_PORT LOG_FILE [nosupport]
 
 A proxy in front of one real cluster node (bin/redis-server on
 BACKEND_PORT, started with cluster-announce-port LISTEN_PORT and
@@ -24,7 +24,8 @@ request, except:
                                   without an RDMA device.
 
 The recipient's real port is the announced <port> plus (BACKEND_PORT -
-LISTEN_PORT). The AUTH/AUTH2 of RDMAMIGRATESLOTS is used for the mock's
+LISTEN_PORT). With "nosupport" it plays a node without the command
+(COMMAND INFO gives nil, the command is unknown). The AUTH/AUTH2 of RDMAMIGRATESLOTS is used for the mock's
 own connections to both nodes and its MIGRATEs. Test-only, RESP2 only.
 """
 
@@ -35,6 +36,7 @@ import threading
 import time
 
 LISTEN, BACKEND, LOG = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+SUPPORT = sys.argv[4:5] != ["nosupport"]
 OFFSET = BACKEND - LISTEN
 SLOT_DELAY = 0.002      # seconds per slot: lets redis-cli poll STATUS
 
@@ -238,7 +240,12 @@ class Handler(socketserver.BaseRequestHandler):
                 if not args:
                     continue
                 cmd = args[0].upper()
-                if (cmd == b"COMMAND" and len(args) == 3 and args[1].upper() == b"INFO"
+                if not SUPPORT and cmd == b"RDMAMIGRATESLOTS":
+                    self.request.sendall(b"-ERR unknown command 'RDMAMIGRATESLOTS'\r\n")
+                elif not SUPPORT and cmd == b"COMMAND" and len(args) == 3 and \
+                        args[1].upper() == b"INFO":
+                    self.request.sendall(b"*1\r\n*-1\r\n")
+                elif (cmd == b"COMMAND" and len(args) == 3 and args[1].upper() == b"INFO"
                         and args[2].upper() == b"RDMAMIGRATESLOTS"):
                     self.request.sendall(b"*1\r\n" + encode("rdmamigrateslots"))
                 elif cmd == b"RDMAMIGRATESLOTS" and len(args) == 2 and \
