@@ -15,9 +15,8 @@
 # sends one per source (on a terminal, with the progress line rewritten in
 # place); in a mixed cluster (one node without the command), auto uses
 # MIGRATE for that node's pairs and RDMAMIGRATESLOTS for the others; an
-# error reply
-# (TRANSPORT rdma, refused by the mock) stops redis-cli with a non-zero
-# exit and the error, moving nothing.
+# error reply (TRANSPORT rdma, refused by the mock) stops redis-cli with a
+# non-zero exit and the error, moving nothing.
 #
 # Prints one "[ok]: ..." or "[err]: ..." line per check; exits non-zero on
 # failure. Ports: 33410-33413 (proxies), 33420-33423 (nodes) and the
