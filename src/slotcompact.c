@@ -43,7 +43,7 @@
  * compaction would relocate.
  *
  * Background. signalModifiedKey() and stopLoading() mark slots dirty; a
- * timer event relocates their keys in slices of at most 1 ms, within
+ * timer event relocates their keys in slices of about 250 us, within
  * slot-affinity-cpu percent of the main thread (see "Background
  * compaction" below). A migration asks for its slots first with
  * slotCompactRequest() and drives slotCompactStep() itself.
@@ -103,6 +103,7 @@ static struct {
     int next_slot;                  /* Round robin start. */
     int cur_slot;                   /* Slot being walked, or -1. */
     sds cur_key;                    /* Key to resume the walk at, or NULL. */
+    dict *dirty_keys;               /* Written keys to visit (sds, owned). */
     list *later;                    /* slotCompactLaterItem queue. */
     sds later_key;                  /* Big key in progress, or NULL. */
     int later_slot;
@@ -123,6 +124,11 @@ static struct {
 } sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
 
 static void slotCompactMarkAllDirty(void);
+
+/* Written keys waiting for the background cycle: a set of owned sds. */
+static dictType slotCompactKeySetType = {
+    dictSdsHash, NULL, NULL, dictSdsKeyCompare, dictSdsDestructor, NULL, NULL
+};
 #ifdef HAVE_DEFRAG
 static void slotCompactClearDirty(int slot);
 #endif
@@ -180,6 +186,7 @@ int slotCompactInit(void) {
     start = slotAllocRange(&len);
     zmalloc_set_foreign(start, len, &slotCompactForeign);
     sc.later = listCreate();
+    sc.dirty_keys = dictCreate(&slotCompactKeySetType);
     sc.initialized = 1;
     serverLog(LL_NOTICE, "slot-affinity: %zu bytes of address space reserved "
         "for slot blocks (blocks of %zu to %zu bytes)", len,
@@ -326,6 +333,7 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_relocated_bytes:%lld\r\n"
         "slotalloc_compaction_usec:%lld\r\n"
         "slotalloc_pending_slots:%d\r\n"
+        "slotalloc_pending_keys:%lu\r\n"
         "slotalloc_pending_big_keys:%lu\r\n"
         "slotalloc_draining_blocks:%d\r\n"
         "slotalloc_sparse_blocks_released:%lld\r\n",
@@ -333,7 +341,7 @@ sds slotCompactGenInfo(sds info) {
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
-        sc.dirty_slots,
+        sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
         sc.ndraining, sc.sparse_drained);
 }
@@ -452,9 +460,10 @@ long long slotCompactSlotSync(int slot) {
 
 /* ============================ Background compaction ======================= */
 
-/* The background cycle. Writes (signalModifiedKey) and loads mark slots
- * dirty; a timer event walks the dirty slots' keys in slices of at most
- * SLOTCOMPACT_SLICE_US and sleeps between slices so that it uses at most
+/* The background cycle. Writes (signalModifiedKey) queue the written key,
+ * unless it certainly is in its blocks already; loads (and more than
+ * SLOTCOMPACT_MAX_DIRTY_KEYS queued writes) mark whole slots dirty. A
+ * timer event visits them in slices of about SLOTCOMPACT_SLICE_US and sleeps between slices so that it uses at most
  * slot-affinity-cpu percent of the main thread. Keys already in their
  * blocks cost a pointer-range check per allocation. Big values are queued
  * by defrag's traversal and continued from a cursor (one big key at a time:
@@ -462,7 +471,7 @@ long long slotCompactSlotSync(int slot) {
  * stream ID, for one key only). It pauses while a fork child runs (moving
  * memory then only duplicates pages) and while active defrag runs. Slots a
  * migration asked for (slotCompactRequest) go first. */
-#define SLOTCOMPACT_SLICE_US 1000
+#define SLOTCOMPACT_SLICE_US 250
 
 static inline int slotCompactIsDirty(int slot) {
     return (sc.dirty[slot >> 3] >> (slot & 7)) & 1;
@@ -496,13 +505,81 @@ static void slotCompactMarkDirty(int slot, int urgent) {
     slotCompactSchedule();
 }
 
-/* signalModifiedKey() hook: the key's slot has new memory to relocate. */
+/* signalModifiedKey() hook: the key may own new memory to relocate. The
+ * cycle visits just that key (a write touches one key; walking its whole
+ * slot for it would cost far more), up to SLOTCOMPACT_MAX_DIRTY_KEYS keys
+ * queued; past that, it marks the key's slot for a whole walk instead. */
+#define SLOTCOMPACT_MAX_DIRTY_KEYS 65536
+
+/* Whether a written key certainly still lies in its slot's blocks: a
+ * deleted key, or one whose name, object and flat value (strings,
+ * listpacks, intsets) are there -- a write that reallocated them kept them
+ * in the slot (zrealloc stays in its slot). Lists, hash tables, skiplists
+ * and streams may have grown new nodes in the heap: visit them. */
+static int slotCompactKeyInPlace(robj *key, int slot) {
+    dictEntry *de = dictFind(server.db[0].dict, key->ptr);
+    robj *o;
+
+    if (de == NULL) return 1;
+    if (slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot) return 0;
+    o = dictGetVal(de);
+    if (o->refcount == OBJ_SHARED_REFCOUNT) return 1;
+    if (slotAllocSlotOf(o) != slot) return 0;
+    switch (o->type) {
+    case OBJ_STRING:
+        return o->encoding != OBJ_ENCODING_RAW ||
+               slotAllocSlotOf(sdsAllocPtr(o->ptr)) == slot;
+    case OBJ_SET:
+        return o->encoding == OBJ_ENCODING_INTSET && slotAllocSlotOf(o->ptr) == slot;
+    case OBJ_HASH:
+    case OBJ_ZSET:
+        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocSlotOf(o->ptr) == slot;
+    default:
+        return 0;
+    }
+}
+
 void slotCompactKeyModified(robj *key) {
     int slot;
 
     if (!slotCompactEnabled() || !sdsEncodedObject(key)) return;
     slot = (int)keyHashSlot(key->ptr, (int)sdslen(key->ptr));
-    if (!slotCompactIsDirty(slot)) slotCompactMarkDirty(slot, 0);
+    if (slotCompactIsDirty(slot) || slotCompactKeyInPlace(key, slot)) return;
+    if (dictSize(sc.dirty_keys) >= SLOTCOMPACT_MAX_DIRTY_KEYS) {
+        slotCompactMarkDirty(slot, 0);
+        return;
+    }
+    if (dictFind(sc.dirty_keys, key->ptr) == NULL) {
+        dictAdd(sc.dirty_keys, sdsdup(key->ptr), NULL);
+        slotCompactSchedule();
+    }
+}
+
+/* Visit queued written keys until the deadline. Returns 1 if time ran
+ * out. */
+static int slotCompactDirtyKeysStep(monotime start, uint64_t budget_us) {
+    dictIterator *di;
+    dictEntry *qe;
+    int n = 0, timeout = 0;
+
+    if (dictSize(sc.dirty_keys) == 0) return 0;
+    di = dictGetSafeIterator(sc.dirty_keys);
+    while ((qe = dictNext(di)) != NULL) {
+        sds key = dictGetKey(qe);
+        dictEntry *de = dictFind(server.db[0].dict, key);
+        if (de) {
+            slotCompactBegin((int)keyHashSlot(key, (int)sdslen(key)), slotCompactMove, 0);
+            slotCompactKey(de);
+            slotCompactEnd();
+        }
+        dictDelete(sc.dirty_keys, key);
+        if ((++n & 3) == 0 && elapsedUs(start) >= budget_us) {
+            timeout = 1;
+            break;
+        }
+    }
+    dictReleaseIterator(di);
+    return timeout || dictSize(sc.dirty_keys) != 0;
 }
 
 /* Every slot holding keys needs a visit: after a load (stopLoading hook)
@@ -572,6 +649,7 @@ static void slotCompactReset(void) {
     }
     memset(sc.dirty, 0, sizeof(sc.dirty));
     memset(sc.urgent, 0, sizeof(sc.urgent));
+    dictEmpty(sc.dirty_keys, NULL);
     sc.dirty_slots = 0;
     sc.cur_slot = -1;
     if (sc.cur_key) { sdsfree(sc.cur_key); sc.cur_key = NULL; }
@@ -635,6 +713,7 @@ int slotCompactStep(uint64_t budget_us) {
     if (!slotCompactEnabled()) return 0;
     elapsedStart(&start);
     timeout = slotCompactLaterStep(start, budget_us);
+    if (!timeout) timeout = slotCompactDirtyKeysStep(start, budget_us);
     while (!timeout) {
         if (sc.cur_slot == -1) {
             if (sc.dirty_slots == 0) break;
@@ -656,7 +735,7 @@ int slotCompactStep(uint64_t budget_us) {
         while (de) {
             slotCompactKey(de);
             de = slotCompactNextInSlot(de);
-            if (de && (++n & 15) == 0 && elapsedUs(start) >= budget_us) break;
+            if (de && (++n & 3) == 0 && elapsedUs(start) >= budget_us) break;
         }
         int slot = sc.target_slot;
         slotCompactEnd();
@@ -671,7 +750,8 @@ int slotCompactStep(uint64_t budget_us) {
         if (elapsedUs(start) >= budget_us) timeout = 1;
     }
     sc.compaction_usec += elapsedUs(start);
-    return sc.dirty_slots || sc.later_key || listLength(sc.later);
+    return sc.dirty_slots || sc.later_key || listLength(sc.later) ||
+           dictSize(sc.dirty_keys);
 }
 
 /* The timer event of the background cycle: one slice, then sleep long

@@ -52,6 +52,7 @@ proc st_existing {level keys} {
 proc st_wait_compacted {level} {
     wait_for_condition 600 50 {
         [st_info $level slotalloc_pending_slots] == 0 &&
+        [st_info $level slotalloc_pending_keys] == 0 &&
         [st_info $level slotalloc_pending_big_keys] == 0
     } else {
         fail "background compaction never finished: [r $level info slotalloc]"
