@@ -19,6 +19,7 @@
 package bench.ycsb;
 
 import io.lettuce.core.cluster.SlotHash;
+import site.ycsb.measurements.Measurements;
 
 import java.io.BufferedOutputStream;
 import java.io.FileOutputStream;
@@ -61,10 +62,11 @@ public final class Load {
       outs[i] = new BufferedOutputStream(new FileOutputStream(paths[i]), 1 << 20);
     }
 
-    StoppableWorkload w = new StoppableWorkload();
     Properties p = new Properties();
     p.setProperty("recordcount", Long.toString(records));
     p.setProperty("fieldcount", Integer.toString(fields));
+    Measurements.setProperties(p); // CoreWorkload's constructor needs it
+    StoppableWorkload w = new StoppableWorkload();
     w.init(p);
 
     // The field part of every HSET is the same bytes; build it once.

@@ -1,0 +1,431 @@
+#!/usr/bin/env python3
+"""rebalance-report.py -- turns the raw data of utils/bench/rebalance into
+results.json, report.md (also printed) and one timeline PNG per system.
+
+Run by utils/bench/rebalance at the end (it passes RB_* environment
+variables: output directory, systems, command line, machine); can be re-run
+by hand on an output directory:
+
+    RB_OUT=build/bench/rebalance utils/bench/rebalance-report.py
+
+Inputs per system, in RB_OUT/<system>/:
+  result.json     what the harness saw (availability, keys, exit status)
+  marks.jsonl     {"t", "mark"}: measure_start, rebalance_start/end, ...
+  ycsb.log        YCSB's 1-second status lines (-s, status.interval=1,
+                  hdrhistogram: the percentiles of each line are over that
+                  second only); ycsb.out its final summary
+  redis-benchmark.log   (--load redis-benchmark) stamped progress lines
+  samples.jsonl   rebalance-sample.py: per-node CPU (process, main
+                  thread), keys, INFO migration/slotalloc, once a second
+  rebalance.log   the rebalance command's output, stamped per line; the
+                  "Moving N slots from A to B" lines mark per-donor phases
+  verify.json     (workload a) writes acknowledged / lost
+
+Definitions (also written into report.md):
+  windows     before = the --before seconds up to the rebalance start;
+              during = rebalance start to end; after = the --after seconds
+              after its end. A 1-second sample ending at t covers (t-1, t].
+  throughput  mean client ops/s over a window's 1-second samples
+  avg/p99     mean over a window's seconds of that second's mean latency
+              and 99th percentile (the worst of READ and UPDATE; YCSB's
+              status lines give Avg, 90, 99, 99.9, 99.99, no median);
+              "worst second" = the highest 1-second p99
+  MB moved    keys on the new node after the rebalance x --value-size
+              (payload bytes, 10^6 B per MB)
+  CPU per GB  main-thread CPU seconds (utime + stime of the main thread,
+              /proc/PID/task/PID/stat) during the rebalance, summed over
+              the three donors, and of the recipient, per GB moved. It
+              includes serving the client load at the same time.
+"""
+import json
+import math
+import os
+import re
+import statistics
+import sys
+from datetime import datetime, timezone
+
+OUT = os.environ.get("RB_OUT") or (sys.argv[1] if len(sys.argv) > 1 else "")
+if not OUT:
+    sys.exit("rebalance-report.py: set RB_OUT to the output directory")
+SYSTEMS = os.environ.get("RB_SYSTEMS", "stock,stock-p1000,ours-legacy,ours-tcp,ours-rdma").split(",")
+VSIZE = int(os.environ.get("RB_VSIZE", "1000"))
+BEFORE = float(os.environ.get("RB_BEFORE", "10"))
+AFTER = float(os.environ.get("RB_AFTER", "10"))
+
+STATUS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}) (\d+) sec: (\d+) operations; "
+                       r"([\d.]+) current ops/sec;(.*)$")
+BRACKET_RE = re.compile(r"\[([A-Z][A-Z-]*): ([^\]]*)\]")
+RB_PROGRESS_RE = re.compile(r"rps=([\d.]+) \(overall: [\d.]+\) avg_msec=([\d.]+)")
+MOVING_RE = re.compile(r"Moving (\d+) slots from (\S+) to (\S+)")
+
+
+def jsonl(path):
+    out = []
+    if os.path.exists(path):
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    try:
+                        out.append(json.loads(line))
+                    except ValueError:
+                        pass
+    return out
+
+
+def fnum(v):
+    try:
+        x = float(v)
+        return None if math.isnan(x) else x
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_ycsb(d):
+    """[(t_end, ops_per_s, avg_us, p99_us, failed_ops)] from YCSB's status lines."""
+    samples = []
+    path = os.path.join(d, "ycsb.log")
+    if not os.path.exists(path):
+        return samples
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = STATUS_RE.match(line.strip())
+            if not m:
+                continue
+            t = datetime.strptime(m.group(1)[:19], "%Y-%m-%d %H:%M:%S").replace(
+                tzinfo=timezone.utc).timestamp() + int(m.group(1)[20:]) / 1000.0
+            ops = float(m.group(4))
+            avg = p99 = None
+            failed = 0
+            for name, body in BRACKET_RE.findall(m.group(5)):
+                kv = dict(x.split("=", 1) for x in body.split(", ") if "=" in x)
+                count = int(fnum(kv.get("Count")) or 0)
+                if name.endswith("-FAILED"):
+                    failed += count
+                    continue
+                if name.startswith("CLEANUP") or count == 0:
+                    continue
+                a, b = fnum(kv.get("Avg")), fnum(kv.get("99"))
+                avg = a if avg is None or (a is not None and a > avg) else avg
+                p99 = b if p99 is None or (b is not None and b > p99) else p99
+            samples.append((t, ops, avg, p99, failed))
+    return samples
+
+
+def parse_redis_benchmark(d):
+    """1-second bins of redis-benchmark's stamped progress (rps, avg ms)."""
+    path = os.path.join(d, "redis-benchmark.log")
+    bins = {}
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                ts, _, rest = line.partition(" ")
+                m = RB_PROGRESS_RE.search(rest)
+                if m:
+                    b = bins.setdefault(math.ceil(float(ts)), [])
+                    b.append((float(m.group(1)), float(m.group(2)) * 1000.0))
+    return [(t, statistics.mean(x[0] for x in v), statistics.mean(x[1] for x in v), None, 0)
+            for t, v in sorted(bins.items())]
+
+
+def final_failed(d):
+    """Failed operations in YCSB's final summary ([READ-FAILED], Operations, N)."""
+    n = 0
+    path = os.path.join(d, "ycsb.out")
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                m = re.match(r"\[([A-Z-]+-FAILED)\], Operations, (\d+)", line)
+                if m:
+                    n += int(m.group(2))
+    return n
+
+
+def window(samples, lo, hi):
+    return [s for s in samples if s[0] > lo and s[0] - 1.0 < hi]
+
+
+def mean(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.mean(xs) if xs else None
+
+
+def phases(d):
+    """[(t, label)] from the stamped rebalance output: one per donor."""
+    out = []
+    path = os.path.join(d, "rebalance.log")
+    if os.path.exists(path):
+        with open(path, errors="replace") as f:
+            for line in f:
+                ts, _, rest = line.partition(" ")
+                m = MOVING_RE.search(rest)
+                if m:
+                    out.append((float(ts), "%s slots from :%s" % (m.group(1), m.group(2).rsplit(":", 1)[1])))
+    return out
+
+
+def cpu_delta(samples_jsonl, port, key, t0, t1):
+    """Growth of nodes[port][key] between the last sample <= t0 and the first >= t1."""
+    a = b = None
+    for s in samples_jsonl:
+        v = s["nodes"].get(str(port), {}).get(key)
+        if v is None:
+            continue
+        if s["t"] <= t0:
+            a = v
+        if s["t"] >= t1 and b is None:
+            b = v
+    if b is None and samples_jsonl:
+        b = samples_jsonl[-1]["nodes"].get(str(port), {}).get(key)
+    return None if a is None or b is None else b - a
+
+
+def analyse(system):
+    d = os.path.join(OUT, system)
+    res_path = os.path.join(d, "result.json")
+    if not os.path.exists(res_path):
+        return {"system": system, "available": False, "reason": "not run (no result.json)"}
+    with open(res_path) as f:
+        base = json.load(f)
+    r = {"system": system}
+    r.update(base)
+    if not base.get("available"):
+        return r
+    marks = {m["mark"]: m for m in jsonl(os.path.join(d, "marks.jsonl"))}
+    rs, re_ = marks["rebalance_start"]["t"], marks["rebalance_end"]["t"]
+    samples = parse_ycsb(d) if os.path.exists(os.path.join(d, "ycsb.log")) else parse_redis_benchmark(d)
+    r["load"] = "ycsb" if os.path.exists(os.path.join(d, "ycsb.log")) else "redis-benchmark"
+    keys = base.get("keys_new_node", 0)
+    r["rebalance_s"] = round(re_ - rs, 2)
+    r["keys_moved"] = keys
+    r["mb_moved"] = round(keys * VSIZE / 1e6, 1)
+    r["mb_per_s"] = round(r["mb_moved"] / r["rebalance_s"], 2) if r["rebalance_s"] > 0 else None
+    r["keys_per_s"] = round(keys / r["rebalance_s"]) if r["rebalance_s"] > 0 else None
+    wins = {"before": window(samples, rs - BEFORE, rs), "during": window(samples, rs, re_),
+            "after": window(samples, re_, re_ + AFTER)}
+    for w, ss in wins.items():
+        tp = mean([s[1] for s in ss])
+        r["tput_" + w] = round(tp) if tp is not None else None
+        avg, p99 = mean([s[2] for s in ss]), mean([s[3] for s in ss])
+        r["avg_%s_us" % w] = round(avg) if avg is not None else None
+        r["p99_%s_us" % w] = round(p99) if p99 is not None else None
+        r["errors_" + w] = sum(s[4] for s in ss)
+    dur = [s[3] for s in wins["during"] if s[3] is not None]
+    r["p99_during_max_us"] = round(max(dur)) if dur else None
+    if r["tput_before"] and r["tput_during"] is not None:
+        r["tput_drop_pct"] = round(100.0 * (1 - r["tput_during"] / r["tput_before"]), 1)
+    else:
+        r["tput_drop_pct"] = None
+    r["client_errors"] = max(final_failed(d), sum(s[4] for s in samples))
+    sj = jsonl(os.path.join(d, "samples.jsonl"))
+    ports = sorted(int(p) for p in sj[0]["nodes"]) if sj else []
+    gb = r["mb_moved"] / 1000.0
+    if len(ports) == 4 and gb > 0:
+        donors = [cpu_delta(sj, p, "cpu_main", rs, re_) for p in ports[:3]]
+        recip = cpu_delta(sj, ports[3], "cpu_main", rs, re_)
+        r["donor_main_cpu_s"] = round(sum(x for x in donors if x is not None), 2)
+        r["recipient_main_cpu_s"] = round(recip, 2) if recip is not None else None
+        r["donor_main_cpu_s_per_gb"] = round(r["donor_main_cpu_s"] / gb, 1)
+        r["recipient_main_cpu_s_per_gb"] = round(recip / gb, 1) if recip is not None else None
+        procs = [cpu_delta(sj, p, "cpu_proc", rs, re_) for p in ports]
+        r["all_nodes_process_cpu_s"] = round(sum(x for x in procs if x is not None), 2)
+    v_path = os.path.join(d, "verify.json")
+    if os.path.exists(v_path):
+        with open(v_path) as f:
+            v = json.load(f)
+        r["writes_acked"], r["writes_lost"] = v["writes_acked"], v["writes_lost"]
+        r["writes_failed"], r["fields_checked"] = v.get("writes_failed"), v.get("fields_checked")
+    else:
+        r["writes_acked"] = r["writes_lost"] = None
+    r["phases"] = [{"t_rel_s": round(t - rs, 2), "what": w} for t, w in phases(d)]
+    mig = sorted({k for s in sj for n in s["nodes"].values() for k in n if k.startswith("migration_")})
+    r["info_migration_fields"] = mig
+    r["_samples"], r["_sj"], r["_rs"], r["_re"] = samples, sj, rs, re_
+    return r
+
+
+def plot(r, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    rs, re_ = r["_rs"], r["_re"]
+    s = r["_samples"]
+    t = [x[0] - 0.5 - rs for x in s]   # a sample covers (t-1, t]: plot at its middle
+    fig, axes = plt.subplots(3, 1, figsize=(10, 8.5), sharex=True,
+                             gridspec_kw={"height_ratios": [3, 3, 2]})
+    ax = axes[0]
+    ax.plot(t, [x[1] for x in s], color="tab:blue", lw=1.2)
+    ax.set_ylabel("client ops/s")
+    ax.set_ylim(bottom=0)
+    title = "%s: %s keys (%.0f MB) moved in %.1f s" % (r["system"], format(r["keys_moved"], ","),
+                                                     r["mb_moved"], r["rebalance_s"])
+    if r.get("tput_drop_pct") is not None:
+        title += ", throughput %+.0f%% during" % (-r["tput_drop_pct"])
+    ax.set_title(title, fontsize=11)
+    ax = axes[1]
+    avg = [(a, x[2]) for a, x in zip(t, s) if x[2]]
+    p99 = [(a, x[3]) for a, x in zip(t, s) if x[3]]
+    if p99:
+        ax.plot([a for a, _ in p99], [b for _, b in p99], color="tab:red", lw=1.2, label="p99")
+    if avg:
+        ax.plot([a for a, _ in avg], [b for _, b in avg], color="tab:green", lw=1.2, label="mean")
+    ax.set_yscale("log")
+    ax.set_ylabel("latency (us, log)")
+    ax.legend(loc="upper left", fontsize=8)
+    ax = axes[2]
+    sj = r["_sj"]
+    ports = sorted(int(p) for p in sj[0]["nodes"]) if sj else []
+    for i, p in enumerate(ports):
+        xs, ys = [], []
+        for a, b in zip(sj, sj[1:]):
+            va, vb = a["nodes"][str(p)].get("cpu_main"), b["nodes"][str(p)].get("cpu_main")
+            if va is not None and vb is not None and b["t"] > a["t"]:
+                xs.append((a["t"] + b["t"]) / 2 - rs)
+                ys.append(100.0 * (vb - va) / (b["t"] - a["t"]))
+        label = ":%d %s" % (p, "recipient" if i == 3 else "donor")
+        ax.plot(xs, ys, lw=1, label=label)
+    ax.set_ylabel("main thread CPU %")
+    ax.set_xlabel("seconds since rebalance start")
+    ax.set_ylim(bottom=0)
+    ax.legend(loc="upper left", fontsize=7, ncol=4)
+    for ax in axes:
+        ax.axvspan(0, re_ - rs, color="orange", alpha=0.15)
+        ax.axvline(0, color="black", lw=0.8, ls="--")
+        ax.axvline(re_ - rs, color="black", lw=0.8, ls="--")
+        for ph in r["phases"]:
+            ax.axvline(ph["t_rel_s"], color="gray", lw=0.6, ls=":")
+        ax.grid(alpha=0.3)
+    y = axes[0].get_ylim()[1]
+    axes[0].text(0, y * 0.97, " rebalance start", fontsize=8, va="top")
+    axes[0].text(re_ - rs, y * 0.97, " end", fontsize=8, va="top")
+    for ph in r["phases"]:
+        axes[0].text(ph["t_rel_s"], y * 0.05, " " + ph["what"], fontsize=7, rotation=90,
+                     va="bottom", color="dimgray")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return True
+
+
+def fmt(v, suffix="", digits=None):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and digits is not None:
+        return ("%." + str(digits) + "f%s") % (v, suffix)
+    if isinstance(v, (int, float)):
+        return format(round(v), ",") + suffix
+    return str(v) + suffix
+
+
+def main():
+    rows = [analyse(s) for s in SYSTEMS]
+    avail = [r for r in rows if r.get("available")]
+    plots = {}
+    for r in avail:
+        p = os.path.join(OUT, r["system"] + ".png")
+        if plot(r, p):
+            plots[r["system"]] = os.path.basename(p)
+    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    meta = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")}
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump({"meta": meta, "systems": clean}, f, indent=1)
+
+    L = []
+    L.append("# Rebalance benchmark: 3 -> 4 masters under client load")
+    L.append("")
+    L.append("- command: `%s`" % meta.get("cmdline", "?"))
+    L.append("- date: %s, total %s s" % (meta.get("date", "?"), meta.get("elapsed", "?")))
+    L.append("- machine: %s CPUs (%s), %s, %s RAM" % (meta.get("ncpu", "?"), meta.get("cpu", "?"),
+                                                    meta.get("kernel", "?"), meta.get("mem", "?")))
+    L.append("- data: %s records x %s B (hashes field0..field9), workload %s (%s, %s client threads), "
+             "%s s before / %s s after; pinning: %s"
+             % (format(int(meta.get("records", 0)), ","), meta.get("vsize", "?"),
+                meta.get("workload", "?").upper(), meta.get("load", "?"), meta.get("threads", "?"),
+                meta.get("before", "?"), meta.get("after", "?"), meta.get("pinning", "?")))
+    L.append("")
+    cols = [r["system"] for r in rows]
+    L.append("| | " + " | ".join(cols) + " |")
+    L.append("|---|" + "---|" * len(cols))
+
+    def row(label, f):
+        cells = []
+        for r in rows:
+            cells.append(f(r) if r.get("available") else "-")
+        L.append("| %s | %s |" % (label, " | ".join(cells)))
+
+    L.append("| available | " + " | ".join("yes" if r.get("available") else r.get("reason", "no")
+                                            for r in rows) + " |")
+    row("rebalance wall time", lambda r: fmt(r["rebalance_s"], " s", 1)
+        + ("" if r.get("rebalance_exit", 0) == 0 else " (exit %d!)" % r["rebalance_exit"]))
+    row("keys moved", lambda r: fmt(r["keys_moved"]))
+    row("MB moved", lambda r: fmt(r["mb_moved"], "", 1))
+    row("MB/s", lambda r: fmt(r["mb_per_s"], "", 2))
+    row("keys/s", lambda r: fmt(r["keys_per_s"]))
+    row("client ops/s before", lambda r: fmt(r["tput_before"]))
+    row("client ops/s during", lambda r: fmt(r["tput_during"]))
+    row("client ops/s after", lambda r: fmt(r["tput_after"]))
+    row("throughput drop during", lambda r: fmt(r["tput_drop_pct"], " %", 1))
+    row("p99 before (us)", lambda r: fmt(r["p99_before_us"]))
+    row("p99 during (us, mean / worst second)",
+        lambda r: fmt(r["p99_during_us"]) + " / " + fmt(r["p99_during_max_us"]))
+    row("p99 after (us)", lambda r: fmt(r["p99_after_us"]))
+    row("donor main-thread CPU-s per GB (3 donors)", lambda r: fmt(r.get("donor_main_cpu_s_per_gb"), "", 1))
+    row("recipient main-thread CPU-s per GB", lambda r: fmt(r.get("recipient_main_cpu_s_per_gb"), "", 1))
+    row("client errors (failed ops)", lambda r: fmt(r["client_errors"]))
+    row("writes acked / lost", lambda r: "-" if r.get("writes_acked") is None
+        else "%s / %s" % (fmt(r["writes_acked"]), fmt(r["writes_lost"])))
+    row("keys after (all nodes)", lambda r: fmt(r["keys_total"]))
+    L.append("")
+    for r in rows:
+        if not r.get("available"):
+            continue
+        L.append("**%s** (%s): `%s`" % (r["system"], r.get("flavour", ""), r.get("rebalance_command", "")))
+        if r["system"] == "ours-rdma":
+            L.append("Software RDMA (SoftRoCE) inside a QEMU guest under TCG emulation: correctness and "
+                     "phase breakdown only; these times say **nothing** about speed.")
+        if r["phases"]:
+            L.append("phases (s after start): " + "; ".join("%.1f %s" % (p["t_rel_s"], p["what"])
+                                                         for p in r["phases"]))
+        if r["info_migration_fields"]:
+            L.append("INFO migration fields sampled: " + ", ".join(r["info_migration_fields"]))
+        if r["system"] in plots:
+            L.append("")
+            L.append("![%s](%s)" % (r["system"], plots[r["system"]]))
+        L.append("")
+    L.append("Definitions: throughput = mean of 1-second client samples; p99 = mean over the window's "
+             "seconds of each second's p99 (worst of READ/UPDATE; YCSB hdrhistogram per status "
+             "interval), worst second in the during column; MB moved = keys on the new node x value "
+             "size; CPU-s per GB = main-thread CPU time (/proc task stat) during the rebalance per GB "
+             "moved, including serving the client load; client errors = YCSB operations that failed "
+             "(errors, timeouts, reads of a missing record); writes lost = (key, field)s whose value "
+             "after the run is not that of a latest acknowledged write.")
+    ours, stock = next((r for r in rows if r["system"] == "ours-tcp"), None), \
+        next((r for r in rows if r["system"] == "stock-p1000"), None)
+    L.append("")
+    L.append("Goals (ours-tcp against stock-p1000, same run): ")
+    if ours and ours.get("available") and stock and stock.get("available"):
+        def g(name, ok, detail):
+            L.append("- %s: %s (%s)" % (name, "met" if ok else "NOT met", detail))
+        sp = stock["rebalance_s"] / ours["rebalance_s"] if ours["rebalance_s"] else float("inf")
+        g("rebalance >= 20x faster", sp >= 20, "%.1fx" % sp)
+        g("throughput drop < 10%", (ours["tput_drop_pct"] or 0) < 10, fmt(ours["tput_drop_pct"], " %", 1))
+        ratio = (ours["p99_during_us"] or 0) / ours["p99_before_us"] if ours["p99_before_us"] else None
+        g("p99 during < 2x before", ratio is not None and ratio < 2, fmt(ratio, "x", 2))
+        g("zero failed client requests", ours["client_errors"] == 0, fmt(ours["client_errors"]))
+        g("zero lost acknowledged writes", not ours.get("writes_lost"),
+          "workload A not run" if ours.get("writes_acked") is None else fmt(ours["writes_lost"]))
+    else:
+        L.append("- pending: ours-tcp and stock-p1000 must both have run "
+                 "(ours-tcp waits for the block migration, issue 4)")
+    text = "\n".join(L) + "\n"
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
+if __name__ == "__main__":
+    main()
