@@ -241,7 +241,7 @@ def analyse(system):
     r["phases"] = [{"t_rel_s": round(t - rs, 2), "what": w} for t, w in phases(d)]
     mig = sorted({k for s in sj for n in s["nodes"].values() for k in n if k.startswith("migration_")})
     r["info_migration_fields"] = mig
-    r["_samples"], r["_sj"], r["_rs"], r["_re"] = samples, sj, rs, re_
+    r["_samples"], r["_sj"], r["_rs"], r["_re"], r["_marks"] = samples, sj, rs, re_, marks
     return r
 
 
@@ -292,7 +292,10 @@ def plot(r, path):
     ax.set_xlabel("seconds since rebalance start")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", fontsize=7, ncol=4)
+    ms = r["_marks"].get("measure_start", {}).get("t")
     for ax in axes:
+        if ms is not None:
+            ax.axvspan(ax.get_xlim()[0], ms - rs, color="gray", alpha=0.12, lw=0)
         ax.axvspan(0, re_ - rs, color="orange", alpha=0.15)
         ax.axvline(0, color="black", lw=0.8, ls="--")
         ax.axvline(re_ - rs, color="black", lw=0.8, ls="--")
@@ -301,6 +304,9 @@ def plot(r, path):
         ax.grid(alpha=0.3)
     y = axes[0].get_ylim()[1]
     axes[0].text(0, y * 0.97, " rebalance start", fontsize=8, va="top")
+    if ms is not None:
+        axes[0].text(ax.get_xlim()[0], y * 0.97, " client warm-up (not measured)", fontsize=8,
+                     va="top", color="dimgray")
     axes[0].text(re_ - rs, y * 0.97, " end", fontsize=8, va="top")
     for ph in r["phases"]:
         axes[0].text(ph["t_rel_s"], y * 0.05, " " + ph["what"], fontsize=7, rotation=90,
@@ -384,6 +390,8 @@ def main():
         if not r.get("available"):
             continue
         L.append("**%s** (%s): `%s`" % (r["system"], r.get("flavour", ""), r.get("rebalance_command", "")))
+        if r.get("note"):
+            L.append("Note: " + r["note"] + ".")
         if r["system"] == "ours-rdma":
             L.append("Software RDMA (SoftRoCE) inside a QEMU guest under TCG emulation: correctness and "
                      "phase breakdown only; these times say **nothing** about speed.")
