@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# install-deps.sh [build|test|rdma|all]
+# install-deps.sh [build|test|rdma|all|bench]
 #
 # Installs the Debian 12 packages the build, the tests and the RDMA tests
 # need, and makes sure apt has a deb-src entry (for `apt-get source redis`).
+# "bench" adds what utils/bench/rebalance needs (Java + Maven for YCSB and
+# its binding, matplotlib for the plots); it is not part of "all", so CI
+# (.ci/run, which installs "all") never installs or runs the benchmark.
 # Only what is missing is installed; nothing happens when all is present.
 # Needs root when something is missing; otherwise prints the apt command.
 set -euo pipefail
@@ -11,12 +14,14 @@ what=${1:-all}
 pkgs_build="build-essential pkg-config python3 libibverbs-dev librdmacm-dev ca-certificates"
 pkgs_test="tcl procps valgrind"
 pkgs_rdma="rdma-core ibverbs-providers ibverbs-utils qemu-system-x86 busybox-static kmod cpio iproute2"
+pkgs_bench="openjdk-17-jdk-headless maven python3-matplotlib util-linux"
 case "$what" in
     build) want="$pkgs_build" ;;
     test) want="$pkgs_build $pkgs_test" ;;
     rdma) want="$pkgs_build $pkgs_test $pkgs_rdma" ;;
     all) want="$pkgs_build $pkgs_test $pkgs_rdma" ;;
-    *) echo "usage: install-deps.sh [build|test|rdma|all]" >&2; exit 2 ;;
+    bench) want="$pkgs_build $pkgs_bench" ;;
+    *) echo "usage: install-deps.sh [build|test|rdma|all|bench]" >&2; exit 2 ;;
 esac
 
 missing=()

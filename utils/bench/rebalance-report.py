@@ -142,8 +142,12 @@ def final_failed(d):
     return n
 
 
-def window(samples, lo, hi):
-    return [s for s in samples if s[0] > lo and s[0] - 1.0 < hi]
+def window(samples, lo, hi, overlap=False):
+    """Samples in (lo, hi]: those ending inside it, or (overlap) touching it
+    at all, so that a rebalance shorter than a second still has one."""
+    if overlap:
+        return [s for s in samples if s[0] > lo and s[0] - 1.0 < hi]
+    return [s for s in samples if lo < s[0] <= hi]
 
 
 def mean(xs):
@@ -202,7 +206,10 @@ def analyse(system):
     r["mb_moved"] = round(keys * VSIZE / 1e6, 1)
     r["mb_per_s"] = round(r["mb_moved"] / r["rebalance_s"], 2) if r["rebalance_s"] > 0 else None
     r["keys_per_s"] = round(keys / r["rebalance_s"]) if r["rebalance_s"] > 0 else None
-    wins = {"before": window(samples, rs - BEFORE, rs), "during": window(samples, rs, re_),
+    me = marks.get("measure_end", {}).get("t")
+    if me is not None:   # the last status line is the stop itself
+        samples = [x for x in samples if x[0] <= me]
+    wins = {"before": window(samples, rs - BEFORE, rs), "during": window(samples, rs, re_, True),
             "after": window(samples, re_, re_ + AFTER)}
     for w, ss in wins.items():
         tp = mean([s[1] for s in ss])
@@ -253,6 +260,7 @@ def plot(r, path):
     except ImportError:
         return False
     rs, re_ = r["_rs"], r["_re"]
+    me = r["_marks"].get("measure_end", {}).get("t")
     s = r["_samples"]
     t = [x[0] - 0.5 - rs for x in s]   # a sample covers (t-1, t]: plot at its middle
     fig, axes = plt.subplots(3, 1, figsize=(10, 8.5), sharex=True,
@@ -277,7 +285,7 @@ def plot(r, path):
     ax.set_ylabel("latency (us, log)")
     ax.legend(loc="upper left", fontsize=8)
     ax = axes[2]
-    sj = r["_sj"]
+    sj = [x for x in r["_sj"] if me is None or x["t"] <= me + 1.5]
     ports = sorted(int(p) for p in sj[0]["nodes"]) if sj else []
     for i, p in enumerate(ports):
         xs, ys = [], []
@@ -293,9 +301,11 @@ def plot(r, path):
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", fontsize=7, ncol=4)
     ms = r["_marks"].get("measure_start", {}).get("t")
+    x0 = min(t) - 1 if t else -1
     for ax in axes:
+        ax.set_xlim(left=x0)
         if ms is not None:
-            ax.axvspan(ax.get_xlim()[0], ms - rs, color="gray", alpha=0.12, lw=0)
+            ax.axvspan(x0, ms - rs, color="gray", alpha=0.12, lw=0)
         ax.axvspan(0, re_ - rs, color="orange", alpha=0.15)
         ax.axvline(0, color="black", lw=0.8, ls="--")
         ax.axvline(re_ - rs, color="black", lw=0.8, ls="--")
@@ -305,7 +315,7 @@ def plot(r, path):
     y = axes[0].get_ylim()[1]
     axes[0].text(0, y * 0.97, " rebalance start", fontsize=8, va="top")
     if ms is not None:
-        axes[0].text(ax.get_xlim()[0], y * 0.97, " client warm-up (not measured)", fontsize=8,
+        axes[0].text(x0, y * 0.97, " client warm-up (not measured)", fontsize=8,
                      va="top", color="dimgray")
     axes[0].text(re_ - rs, y * 0.97, " end", fontsize=8, va="top")
     for ph in r["phases"]:

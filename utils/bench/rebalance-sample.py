@@ -18,7 +18,8 @@ with SIGTERM (they flush and exit cleanly):
   stamp OUT.log
       Copies stdin to OUT.log, one line per input line, prefixed with the
       unix time it arrived ("1763900000.123 <line>"); carriage returns
-      split lines too (redis-benchmark redraws its progress line with \\r).
+      split lines too (redis-benchmark redraws its progress line with \\r);
+      ANSI colour codes are dropped.
       Used for the rebalance command's output (per-donor phase marks) and
       for redis-benchmark's progress in --load redis-benchmark mode.
 
@@ -27,6 +28,7 @@ tick costs the servers three INFO calls each.
 """
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -36,6 +38,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 KEEP = ("used_memory", "used_memory_rss", "instantaneous_ops_per_sec",
         "total_commands_processed", "used_cpu_sys_main_thread",
         "used_cpu_user_main_thread")
+ANSI = re.compile(r"\x1b\[[0-9;]*m")   # redis-cli colours its --cluster output
 stopping = False
 
 
@@ -158,7 +161,7 @@ def stamp(out_path):
             chunk = os.read(0, 65536)
             if not chunk:
                 break
-            buf += chunk.decode(errors="replace").replace("\r", "\n")
+            buf += ANSI.sub("", chunk.decode(errors="replace")).replace("\r", "\n")
             *lines, buf = buf.split("\n")
             now = time.time()
             for line in lines:
