@@ -169,6 +169,21 @@ def phases(d):
     return out
 
 
+def info_phases(sj):
+    """[(t, label)] where a node's INFO migration field named *phase* (our
+    build, issue 4) changes value: the per-phase marks of the block
+    migration, at the sampler's 1-second resolution."""
+    out, last = [], {}
+    for s in sj:
+        for port, n in s["nodes"].items():
+            for k, v in n.items():
+                if k.startswith("migration_") and "phase" in k and isinstance(v, str):
+                    if last.get((port, k)) not in (None, v) and v not in ("", "none", "idle"):
+                        out.append((s["t"], ":%s %s" % (port, v)))
+                    last[(port, k)] = v
+    return out
+
+
 def cpu_delta(samples_jsonl, port, key, t0, t1):
     """Growth of nodes[port][key] between the last sample <= t0 and the first >= t1."""
     a = b = None
@@ -245,7 +260,8 @@ def analyse(system):
         r["writes_failed"], r["fields_checked"] = v.get("writes_failed"), v.get("fields_checked")
     else:
         r["writes_acked"] = r["writes_lost"] = None
-    r["phases"] = [{"t_rel_s": round(t - rs, 2), "what": w} for t, w in phases(d)]
+    ph = phases(d) + info_phases(sj)
+    r["phases"] = [{"t_rel_s": round(t - rs, 2), "what": w} for t, w in sorted(ph)]
     mig = sorted({k for s in sj for n in s["nodes"].values() for k in n if k.startswith("migration_")})
     r["info_migration_fields"] = mig
     r["_samples"], r["_sj"], r["_rs"], r["_re"], r["_marks"] = samples, sj, rs, re_, marks
