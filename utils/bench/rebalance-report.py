@@ -2,6 +2,9 @@
 """rebalance-report.py -- turns the raw data of utils/bench/rebalance into
 results.json, report.md (also printed) and one timeline PNG per system.
 
+results.json is a JSON array, one object per system (see REQUIRED below);
+meta.json the run's command line, date and machine.
+
 Run by utils/bench/rebalance at the end (it passes RB_* environment
 variables: output directory, systems, command line, machine); can be re-run
 by hand on an output directory:
@@ -53,6 +56,10 @@ VSIZE = int(os.environ.get("RB_VSIZE", "1000"))
 BEFORE = float(os.environ.get("RB_BEFORE", "10"))
 AFTER = float(os.environ.get("RB_AFTER", "10"))
 
+# Every object in results.json has these keys (null when not measured).
+REQUIRED = ("system", "available", "rebalance_s", "mb_moved", "mb_per_s", "keys_per_s",
+            "tput_before", "tput_during", "tput_after", "tput_drop_pct", "p99_before_us",
+            "p99_during_us", "p99_after_us", "client_errors", "writes_acked", "writes_lost")
 STATUS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}) (\d+) sec: (\d+) operations; "
                        r"([\d.]+) current ops/sec;(.*)$")
 BRACKET_RE = re.compile(r"\[([A-Z][A-Z-]*): ([^\]]*)\]")
@@ -361,10 +368,16 @@ def main():
         p = os.path.join(OUT, r["system"] + ".png")
         if plot(r, p):
             plots[r["system"]] = os.path.basename(p)
-    clean = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows]
+    clean = []
+    for r in rows:
+        c = {k: None for k in REQUIRED}
+        c.update({k: v for k, v in r.items() if not k.startswith("_")})
+        clean.append(c)
     meta = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")}
     with open(os.path.join(OUT, "results.json"), "w") as f:
-        json.dump({"meta": meta, "systems": clean}, f, indent=1)
+        json.dump(clean, f, indent=1)
+    with open(os.path.join(OUT, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
 
     L = []
     L.append("# Rebalance benchmark: 3 -> 4 masters under client load")
