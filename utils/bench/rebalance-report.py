@@ -402,8 +402,8 @@ def main():
             cells.append(f(r) if r.get("available") else "-")
         L.append("| %s | %s |" % (label, " | ".join(cells)))
 
-    L.append("| available | " + " | ".join("yes" if r.get("available") else r.get("reason", "no")
-                                            for r in rows) + " |")
+    L.append("| ran | " + " | ".join("yes" if r.get("available") else "not available (below)"
+                                      for r in rows) + " |")
     row("rebalance wall time", lambda r: fmt(r["rebalance_s"], " s", 1)
         + ("" if r.get("rebalance_exit", 0) == 0 else " (exit %d!)" % r["rebalance_exit"]))
     row("keys moved", lambda r: fmt(r["keys_moved"]))
@@ -418,6 +418,8 @@ def main():
     row("p99 during (us, mean / worst second)",
         lambda r: fmt(r["p99_during_us"]) + " / " + fmt(r["p99_during_max_us"]))
     row("p99 after (us)", lambda r: fmt(r["p99_after_us"]))
+    row("mean latency before / during / after (us)", lambda r: " / ".join(
+        fmt(r["avg_%s_us" % w]) for w in ("before", "during", "after")))
     row("donor main-thread CPU-s per GB (3 donors)", lambda r: fmt(r.get("donor_main_cpu_s_per_gb"), "", 1))
     row("recipient main-thread CPU-s per GB", lambda r: fmt(r.get("recipient_main_cpu_s_per_gb"), "", 1))
     row("client errors (failed ops)", lambda r: fmt(r["client_errors"]))
@@ -427,18 +429,24 @@ def main():
     L.append("")
     for r in rows:
         if not r.get("available"):
+            L.append("**%s**: %s" % (r["system"], r.get("reason", "not run")))
+            L.append("")
+    for r in rows:
+        if not r.get("available"):
             continue
-        L.append("**%s** (%s): `%s`" % (r["system"], r.get("flavour", ""), r.get("rebalance_command", "")))
+        L.append("**%s** (%s)" % (r["system"], r.get("flavour", "")))
+        L.append("")
+        L.append("- rebalance: `%s`" % r.get("rebalance_command", ""))
         if r.get("note"):
-            L.append("Note: " + r["note"] + ".")
+            L.append("- note: " + r["note"])
         if r["system"] == "ours-rdma":
-            L.append("Software RDMA (SoftRoCE) inside a QEMU guest under TCG emulation: correctness and "
-                     "phase breakdown only; these times say **nothing** about speed.")
+            L.append("- **Software RDMA (SoftRoCE) inside a QEMU guest under TCG emulation: correctness "
+                     "and phase breakdown only; these times say nothing about speed.**")
         if r["phases"]:
-            L.append("phases (s after start): " + "; ".join("%.1f %s" % (p["t_rel_s"], p["what"])
-                                                         for p in r["phases"]))
+            L.append("- phases (s after the start): " + "; ".join(
+                "%.1f %s" % (p["t_rel_s"], p["what"]) for p in r["phases"]))
         if r["info_migration_fields"]:
-            L.append("INFO migration fields sampled: " + ", ".join(r["info_migration_fields"]))
+            L.append("- INFO migration fields sampled: " + ", ".join(r["info_migration_fields"]))
         if r["system"] in plots:
             L.append("")
             L.append("![%s](%s)" % (r["system"], plots[r["system"]]))
