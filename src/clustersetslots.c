@@ -43,10 +43,10 @@
 #include "clustersetslots.h"
 
 typedef enum {
-    SETSLOTS_IMPORTING,
-    SETSLOTS_MIGRATING,
-    SETSLOTS_NODE,
-    SETSLOTS_STABLE
+    SETSLOTS_IMPORTING = CLUSTER_SETSLOTS_IMPORTING,
+    SETSLOTS_MIGRATING = CLUSTER_SETSLOTS_MIGRATING,
+    SETSLOTS_NODE = CLUSTER_SETSLOTS_NODE,
+    SETSLOTS_STABLE = CLUSTER_SETSLOTS_STABLE
 } setSlotsAction;
 
 static const char *setSlotsActionName[] = {
@@ -340,5 +340,19 @@ void clusterSetSlotsCommand(client *c) {
             setSlotsMark(action, n, argof);
         addReply(c, shared.ok);
     }
+    zfree(argof);
+}
+
+/* The same state change for the slot migration (migration.c), which has
+ * checked its preconditions itself: slots is a bitmap of CLUSTER_SLOTS
+ * bits. Unlike the command, NODE may give away slots that still hold keys:
+ * the donor hands its slots over first and deletes their keys after. */
+void clusterSetSlotsApply(int action, clusterNode *n, const unsigned char *slots) {
+    int *argof = zcalloc(sizeof(int) * CLUSTER_SLOTS);
+
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if ((slots[slot >> 3] >> (slot & 7)) & 1) argof[slot] = 1;
+    if (action == SETSLOTS_NODE) setSlotsAssign(n, argof);
+    else setSlotsMark((setSlotsAction)action, n, argof);
     zfree(argof);
 }

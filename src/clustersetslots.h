@@ -10,7 +10,15 @@
 #define __CLUSTERSETSLOTS_H
 
 struct client;
+struct clusterNode;
+
+#define CLUSTER_SETSLOTS_IMPORTING 0
+#define CLUSTER_SETSLOTS_MIGRATING 1
+#define CLUSTER_SETSLOTS_NODE 2
+#define CLUSTER_SETSLOTS_STABLE 3
 
 void clusterSetSlotsCommand(struct client *c);
+void clusterSetSlotsApply(int action, struct clusterNode *n,
+                          const unsigned char *slots);
 
 #endif

@@ -453,7 +453,10 @@ static int migMapCmp(const void *a, const void *b) {
  * file). The blocks in map are adopted into the slot already. On success
  * *out holds the keys, not linked yet; on error *err says what was wrong
  * and *out must be freed with migAdoptedFree() (its zero-copy memory goes
- * with the slot's blocks, which the caller releases). */
+ * with the slot's blocks, which the caller releases). Touches no shared
+ * state of the server (not the keyspace: whether a key exists here already
+ * is settled when it is linked), so a background thread may run it while
+ * the main thread serves clients. */
 int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                  size_t nkeys, migAdopted *out, sds *err) {
     migPatchCtx ctx = {slot, map, nmap, out, err, "?"};
@@ -496,9 +499,8 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                 i, keyHashSlot(key, (int)sdslen(key)), slot);
             break;
         }
-        if (dictAdd(seen, key, NULL) != DICT_OK || dictFind(server.db[0].dict, key)) {
-            *err = sdscatprintf(sdsempty(), "record %zu: key appears twice or "
-                "exists here already", i);
+        if (dictAdd(seen, key, NULL) != DICT_OK) {
+            *err = sdscatprintf(sdsempty(), "record %zu: key appears twice", i);
             break;
         }
         if (r.expire < -1) {
@@ -530,12 +532,13 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
             buf = sdsnewlen(p, r.len);
             rioInitWithBuffer(&payload, buf);
             /* A payload with a valid checksum can still be crafted: always
-             * check it deeply, whatever sanitize-dump-payload says. */
-            int sanitize = server.sanitize_dump_payload;
-            server.sanitize_dump_payload = SANITIZE_DUMP_YES;
+             * check it deeply, whatever sanitize-dump-payload says, and
+             * report errors as RESTORE does (our rdb.c patch; this may run
+             * on the migration's thread). */
+            rdbLoadUntrusted = 1;
             type = rdbLoadObjectType(&payload);
             if (type != -1) k->val = rdbLoadObject(type, &payload, key, 0, NULL);
-            server.sanitize_dump_payload = sanitize;
+            rdbLoadUntrusted = 0;
             if (type == -1 || k->val == NULL) {
                 sdsfree(buf);
                 *err = sdscatprintf(sdsempty(), "record %zu: payload does not load", i);
@@ -564,28 +567,75 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
     return C_OK;
 }
 
+/* Serialize every adopted key as a DUMP payload (a->payloads), for the
+ * RESTORE commands that tell this node's replicas and AOF about the keys
+ * (migLinkAdopted). Reads only the adopted objects, which nothing else sees
+ * until they are linked: meant for the migration's background thread. */
+void migSerializeAdopted(migAdopted *a) {
+    a->payloads = zcalloc(sizeof(sds) * (a->nkeys ? a->nkeys : 1));
+    for (size_t i = 0; i < a->nkeys; i++) {
+        robj keyobj;
+        rio payload;
+
+        initStaticStringObject(keyobj, a->keys[i].key);
+        createDumpPayload(&payload, a->keys[i].val, &keyobj, 0);
+        a->payloads[i] = payload.io.buffer.ptr;
+    }
+}
+
 /* Link up to max adopted keys into the keyspace (main thread). The key sds
- * is the one in the blocks: only the dictEntry is new. Returns how many
- * were linked by this call. */
+ * is the one in the blocks: only the dictEntry is new. A key that exists
+ * here already (only a client using ASKING can have written it to a slot
+ * that is being imported) is replaced: the donor owns the slot, its copy
+ * wins. With payloads (migSerializeAdopted), each key is propagated to the
+ * replicas and the AOF as RESTORE key <abs-ms|0> payload ABSTTL REPLACE.
+ * Returns how many were linked by this call. */
 size_t migLinkAdopted(migAdopted *a, size_t max) {
     redisDb *db = &server.db[0];
     size_t n = 0;
+    int prev_core = server.core_propagates;
 
+    server.core_propagates = 1;
+    server.propagate_no_multi = 1;
     while (a->linked < a->nkeys && n < max) {
-        migAdoptedKey *k = &a->keys[a->linked++];
-        dictEntry *de = dictAddRaw(db->dict, k->key, NULL);
+        size_t i = a->linked++;
+        migAdoptedKey *k = &a->keys[i];
+        dictEntry *de;
         robj keyobj;
 
+        initStaticStringObject(keyobj, k->key);
+        if (dictFind(db->dict, k->key)) {
+            serverLog(LL_WARNING, "Slot migration: key '%s' existed here "
+                "already (written with ASKING?): replaced by the donor's copy",
+                k->key);
+            dbSyncDelete(db, &keyobj);
+        }
+        de = dictAddRaw(db->dict, k->key, NULL);
         serverAssert(de != NULL);
         dictSetVal(db->dict, de, k->val);
         if (server.cluster_enabled) slotToKeyAddEntry(de, db);
-        initStaticStringObject(keyobj, k->key);
         if (k->expire != -1) setExpire(NULL, db, &keyobj, k->expire);
         signalKeyAsReady(db, &keyobj, k->val->type);
+        if (a->payloads && a->payloads[i]) {
+            robj *argv[6];
+            argv[0] = createStringObject("RESTORE", 7);
+            argv[1] = createStringObject(k->key, sdslen(k->key));
+            argv[2] = createStringObjectFromLongLong(k->expire == -1 ? 0 : k->expire);
+            argv[3] = createObject(OBJ_STRING, a->payloads[i]);
+            argv[4] = createStringObject("ABSTTL", 6);
+            argv[5] = createStringObject("REPLACE", 7);
+            a->payloads[i] = NULL;
+            alsoPropagate(db->id, argv, 6, PROPAGATE_AOF | PROPAGATE_REPL);
+            for (int j = 0; j < 6; j++) decrRefCount(argv[j]);
+            propagatePendingCommands();
+        }
+        server.dirty++;
         k->key = NULL;
         k->val = NULL;
         n++;
     }
+    server.core_propagates = prev_core;
+    server.propagate_no_multi = 0;
     return n;
 }
 
@@ -620,6 +670,9 @@ void migAdoptedFree(migAdopted *a) {
         robj *o = a->keys[i].val;
         if (o && !slotAllocOwns(o)) decrRefCount(o);
     }
+    if (a->payloads)
+        for (size_t i = 0; i < a->nkeys; i++) sdsfree(a->payloads[i]);
+    zfree(a->payloads);
     zfree(a->keys);
     zfree(a->kept);
     memset(a, 0, sizeof(*a));

@@ -66,10 +66,12 @@ typedef struct migAdopted {
     void **kept;                /* Every allocation adopted keys own. */
     size_t nkept, kept_cap;
     size_t keys_zero_copy, keys_serialized;
+    sds *payloads;              /* migSerializeAdopted(), or NULL. */
 } migAdopted;
 
 int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                  size_t nkeys, migAdopted *out, sds *err);
+void migSerializeAdopted(migAdopted *a);
 size_t migLinkAdopted(migAdopted *a, size_t max);
 size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap);
 void migAdoptedFree(migAdopted *a);

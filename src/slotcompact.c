@@ -109,6 +109,7 @@ static struct {
     int later_slot;
     unsigned long later_cursor;
     long long timer_id;             /* Background timer event, or -1. */
+    unsigned char pinned[CLUSTER_SLOTS / 8]; /* Slots nothing may move. */
     /* Sparse-block compaction. */
     int sparse_cursor;              /* Next slot the sweep looks at. */
     int ndraining;
@@ -276,7 +277,7 @@ static void slotCompactSparseCron(void) {
 
         if (sc.ndraining == SLOTCOMPACT_MAX_DRAINING) break;
         sc.sparse_cursor = (sc.sparse_cursor + 1) % CLUSTER_SLOTS;
-        if (slotCompactSlotPending(slot)) continue;
+        if (slotCompactSlotPending(slot) || slotCompactIsPinned(slot)) continue;
         if ((block = slotCompactSparseBlock(slot)) == NULL) continue;
         if (slotAllocDrainBlock(block, 1) == -1) continue;
         sc.draining[sc.ndraining].slot = slot;
@@ -434,6 +435,7 @@ static void slotCompactEnd(void) {
  * values go through slotCompactLater(). Returns 1 if anything moved. */
 static int slotCompactKey(dictEntry *de) {
     sc.moved_bytes = 0;
+    if (slotCompactIsPinned(sc.target_slot)) return 0;
     defragKey(&server.db[0], de);
     sc.relocated_bytes += sc.moved_bytes;
     if (sc.moved_bytes) sc.relocated_keys++;
@@ -602,6 +604,20 @@ void slotCompactRequest(int slot) {
     if (slotCompactEnabled()) slotCompactMarkDirty(slot, 1);
 }
 
+/* A migration pins its slots from the moment it describes them (manifest,
+ * block list) until it is over: the blocks are being read by the NIC or
+ * the transfer thread, so nothing may be moved, drained or reallocated in
+ * them (a quicklist bookmark, for instance, reallocates the quicklist).
+ * Writes to those slots are held back by the freeze (slotfreeze.c). */
+void slotCompactPin(int slot, int on) {
+    if (on) sc.pinned[slot >> 3] |= 1 << (slot & 7);
+    else sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+}
+
+int slotCompactIsPinned(int slot) {
+    return slot >= 0 && ((sc.pinned[slot >> 3] >> (slot & 7)) & 1);
+}
+
 /* Whether the slot still has keys the cycle has not visited since it was
  * last marked: dirty, or a big key of it is queued or in progress. */
 int slotCompactSlotPending(int slot) {
@@ -671,6 +687,7 @@ static int slotCompactLaterStep(monotime start, uint64_t budget_us) {
         /* The key may have been deleted or replaced since: look it up on
          * every step, as defrag does. */
         dictEntry *de = dictFind(server.db[0].dict, sc.later_key);
+        if (slotCompactIsPinned(sc.later_slot)) de = NULL;  /* Drop it. */
         long long endtime = ustime() + (long long)(budget_us - elapsedUs(start));
         int timeout = 0;
 
@@ -792,6 +809,8 @@ void slotCompactRequest(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }
 int slotCompactStep(uint64_t budget_us) { UNUSED(budget_us); return 0; }
 long long slotCompactSlotSync(int slot) { UNUSED(slot); return 0; }
+void slotCompactPin(int slot, int on) { UNUSED(slot); UNUSED(on); }
+int slotCompactIsPinned(int slot) { UNUSED(slot); return 0; }
 #endif
 
 /* DEBUG SLOTCOMPACT <slot>|ALL

@@ -38,6 +38,9 @@ void slotCompactRequest(int slot);
 int slotCompactSlotPending(int slot);
 int slotCompactStep(uint64_t budget_us);
 long long slotCompactSlotSync(int slot);
+/* While a migration reads a slot's blocks: no relocation, no draining. */
+void slotCompactPin(int slot, int on);
+int slotCompactIsPinned(int slot);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);

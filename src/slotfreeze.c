@@ -31,6 +31,7 @@
 #include "server.h"
 #include "cluster.h"
 #include "slotfreeze.h"
+#include "migration.h"
 
 static struct {
     unsigned char slots[CLUSTER_SLOTS / 8];
@@ -142,11 +143,12 @@ int slotFreezeShouldPostpone(client *c) {
     return waits;
 }
 
-/* The "# Migration" INFO section (the migration itself adds its fields
- * there as it lands). */
+/* The "# Migration" INFO section: the migration's fields (migration.c),
+ * then the freeze's. */
 sds slotFreezeGenInfo(sds info) {
+    info = sdscat(info, "# Migration\r\n");
+    info = migrationGenInfo(info);
     return sdscatprintf(info,
-        "# Migration\r\n"
         "migration_frozen_slots:%d\r\n"
         "migration_frozen_ms:%lld\r\n"
         "migration_postponed_commands:%lld\r\n"

@@ -1,0 +1,1990 @@
+/* Slot migration as memory blocks: RDMAMIGRATESLOTS and the recipient's
+ * commands (DESIGN.md section 5).
+ *
+ * A donor moves a set of hash slots to a recipient as the slots' memory
+ * blocks (slotalloc.c), copied by the block transport (migtransport.c: one
+ * chain of RDMA WRITEs, or writev over TCP) into blocks of the recipient,
+ * which checks and adopts them (migblocks.c). Both nodes keep serving
+ * clients throughout. The pieces this file puts together:
+ *
+ *   donor                                       recipient
+ *   -----                                       ---------
+ *   RDMAMIGRATESLOTS host port slots...   (the caller waits, blocked)
+ *   1 check (main thread, in the command)
+ *   donor thread:
+ *   2 CLUSTER SETSLOTS IMPORTING me slots  ---> importing, invisible
+ *     INITRDMASERVER 0 TRANSPORT t         ---> listener + token; the
+ *                                               recipient thread accepts
+ *     migConnect(token)                    ---> one data connection
+ *   3 prepare (main thread slices): relocate stragglers, freeze the
+ *     slots (writes wait), relocate the rest, pin them, build each
+ *     slot's manifest in its blocks, list the blocks
+ *   4 RDMAREGISTER slot nkeys manifest blocks...
+ *                                          ---> reserve + register blocks,
+ *                                               reply addresses/rkeys
+ *     migWriteBlocks (all blocks), migFinish ---> migWaitTransfer, verdict
+ *   5 RDMADONE slots                       ---> recipient thread adopts,
+ *                                               checks, patches (and, with
+ *                                               replicas or AOF, serializes
+ *                                               RESTORE payloads); the main
+ *                                               thread links keys in slices;
+ *                                               then the deferred reply
+ *   6 CLUSTER SETSLOTS NODE recipient      ---> owner, epoch bump
+ *     the same here (main thread), thaw: held writes now get MOVED
+ *   7 delete the keys in slices (DELs to replicas and AOF), free the
+ *     manifests; emptied blocks go back to the OS
+ *   reply to the caller with the summary
+ *
+ * Threads. Only the main thread touches the keyspace and cluster state.
+ * The donor thread talks to the recipient (hiredis, blocking, with the
+ * migration's deadline) and drives the transport; when it needs the main
+ * thread (prepare, handover, delete, rollback) it posts a job and waits: a
+ * 1 ms timer event runs the job in slices of MIG_SLICE_US. The recipient
+ * thread accepts the data connection, registers blocks, waits for the
+ * transfer and patches; the main thread's timer answers the blocked
+ * RDMAREGISTER/RDMADONE callers and links keys in slices.
+ *
+ * No MIGRATING state on the donor. A MIGRATING slot makes the donor answer
+ * -ASK for keys it does not have, and a new key written that way would
+ * live only on the recipient, where a rollback would lose it. The donor
+ * keeps owning and serving the slots with no redirection until the
+ * handover; the recipient's slots are IMPORTING, so its adopted copies
+ * stay invisible to clients (MOVED) until it owns them.
+ *
+ * Writes. From the freeze (prepare) to the handover, commands writing to
+ * the slots wait (slotfreeze.c; clients never get an error), expiry and
+ * eviction leave them alone, and background compaction does not touch
+ * them (slotCompactPin), so the bytes under transfer do not change. The
+ * pause is reported (write_pause_ms). LRU/LFU bits of an object header may
+ * still be updated by reads; the recipient checks every header anyway.
+ *
+ * Failures. Anything that fails before the handover (the recipient dies or
+ * refuses, a connection drops, the deadline passes, bad data, CANCEL)
+ * rolls back: the donor thaws and keeps everything; the recipient drops
+ * every adopted key (synchronously, with DELs to its replicas) and every
+ * block of the migration, and its slots go STABLE. The recipient also
+ * rolls back by itself when the donor's connection closes or its deadline
+ * passes before it owns the slots. Once the recipient owns the slots the
+ * migration completes on the donor whatever happens.
+ *
+ * One migration per node at a time, in either role.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#include "server.h"
+#include "cluster.h"
+#include "bio.h"
+#include "latency.h"
+#include "hiredis.h"
+#include "slotalloc.h"
+#include "slotcompact.h"
+#include "slotfreeze.h"
+#include "migblocks.h"
+#include "migtransport.h"
+#include "clustersetslots.h"
+#include "migration.h"
+
+#include <pthread.h>
+#include <sys/socket.h>
+
+#define MIG_SLICE_US 500            /* Main thread work per timer call. */
+#define MIG_DEFAULT_TIMEOUT_MS 60000
+#define MIG_MAX_TIMEOUT_MS (24LL * 3600 * 1000)
+#define MIG_LINK_BATCH 256          /* Keys linked between clock checks. */
+#define MIG_WRITE_CHUNK (64LL << 20) /* Progress granularity of a transfer. */
+
+/* Phases, in STATUS and INFO. */
+enum {
+    MIG_PHASE_IDLE, MIG_PHASE_CHECK, MIG_PHASE_PREPARE, MIG_PHASE_TRANSFER,
+    MIG_PHASE_PATCH, MIG_PHASE_LINK, MIG_PHASE_HANDOVER, MIG_PHASE_DELETE,
+    MIG_PHASE_ROLLBACK, MIG_PHASE_DONE, MIG_PHASE_FAILED, MIG_PHASE_COUNT
+};
+static const char *migPhaseName[] = {
+    "idle", "check", "prepare", "transfer", "patch", "link", "handover",
+    "delete", "rollback", "done", "failed"
+};
+
+enum { MIG_ROLE_NONE, MIG_ROLE_DONOR, MIG_ROLE_RECIPIENT };
+static const char *migRoleName[] = {"none", "donor", "recipient"};
+
+enum { MIG_LAST_NONE, MIG_LAST_OK, MIG_LAST_FAILED, MIG_LAST_CANCELLED };
+static const char *migLastName[] = {"none", "ok", "failed", "cancelled"};
+
+/* A main-thread job of the donor thread: one bounded slice per call;
+ * returns 1 while work remains, 0 when done, -1 on error (s->error set). */
+struct migSession;
+typedef int migMainFn(struct migSession *s);
+
+/* One slot of a migration. */
+typedef struct migSlot {
+    int slot;
+    size_t nkeys;
+    /* Donor: the manifest and the slot's blocks. */
+    migManifest manifest;
+    int has_manifest;
+    /* Both: the blocks (donor addresses; recipient: local copies too). */
+    migBlockMap *blocks;
+    size_t nblocks;
+    uint64_t manifest_addr;         /* Recipient: from RDMAREGISTER. */
+    int adopted;                    /* Recipient: blocks adopted. */
+    migAdopted keys;                /* Recipient: patched keys. */
+    int has_keys;
+} migSlot;
+
+typedef struct migSession {
+    int role;
+    volatile int phase;
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int nslots;
+    migSlot *slots;                 /* Slots holding keys (donor), or the
+                                     * registered ones (recipient). */
+    int nmig;
+    long long start_ms, deadline_ms, phase_start_ms;
+    migKind kind;
+    char transport[8];              /* What was used: "tcp", "rdma". */
+    int cancel;                     /* CANCEL asked (atomic). */
+    int timed_out;
+    sds error;                      /* The cause of a failure. */
+    int error_phase;
+    /* Figures (written by one thread, read by STATUS: plain 64 bit words). */
+    long long keys, bytes, bytes_total, bytes_sent;
+    long long keys_zero_copy, keys_serialized;
+    long long phase_ms[MIG_PHASE_COUNT];
+    long long write_pause_ms;
+    migStats tstats;
+    /* Threads. */
+    pthread_t thread;
+    int thread_started;
+    int thread_done;                /* The thread has returned (atomic). */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int rc_fd, data_fd;             /* To interrupt blocking I/O on cancel. */
+    /* Donor. */
+    client *caller;
+    uint64_t caller_id;
+    char host[NET_IP_STR_LEN];
+    int port;
+    char target[CLUSTER_NAMELEN];
+    sds user, pass;
+    migMainFn *job;                 /* Main thread job the thread waits on. */
+    int job_result, job_done;
+    int stage, cursor;              /* Progress of the current job. */
+    int handed_over;
+    /* Recipient. */
+    uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
+    char donor_name[CLUSTER_NAMELEN];
+    migListener *listener;
+    migConn *conn;
+    int reg_requested, reg_done;    /* RDMAREGISTER handed to the thread. */
+    void **reg_addrs;
+    uint64_t *reg_lens;
+    uint32_t reg_n;
+    migBlockDesc *reg_desc;
+    client *reg_client;
+    int transfer_ok;
+    int done_requested, patched;    /* RDMADONE handed to the thread. */
+    int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
+    client *done_client;
+    int link_cursor;
+    int linked_all;
+    int rolling_back;
+    int owned;                      /* The slots became ours. */
+    long long patch_start_ms;
+} migSession;
+
+static migSession *mig = NULL;      /* The running migration, if any. */
+static long long migTimerId = -1;
+
+/* What STATUS and INFO show of the last migration, and totals. */
+static struct {
+    int role, last;
+    sds last_error;
+    char last_transport[8];
+    int slots;
+    long long keys, bytes, bytes_total, keys_zero_copy, keys_serialized;
+    long long phase_ms[MIG_PHASE_COUNT];
+    long long write_pause_ms, elapsed_ms;
+    long long total_ok, total_failed, total_keys, total_bytes;
+    migStats tstats;                /* Summed over migrations. */
+} migLast;
+
+/* DEBUG MIGRATION-DELAY: the donor thread sleeps at the start of a phase. */
+static long long migDelayMs[MIG_PHASE_COUNT];
+
+static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
+
+/* ================================ Helpers ================================= */
+
+static long long migRemainingMs(migSession *s) {
+    long long left = s->deadline_ms - mstime();
+    return left > 0 ? left : 0;
+}
+
+static int migAborting(migSession *s) {
+    int cancel;
+    atomicGet(s->cancel, cancel);
+    if (cancel) return 1;
+    if (mstime() >= s->deadline_ms) {
+        s->timed_out = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Set the error of the session once (the first cause wins). */
+static void migFail(migSession *s, const char *fmt, ...) {
+    va_list ap;
+    pthread_mutex_lock(&s->lock);
+    if (s->error == NULL) {
+        va_start(ap, fmt);
+        s->error = sdscatvprintf(sdsempty(), fmt, ap);
+        va_end(ap);
+        s->error_phase = s->phase;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The cause of an abort, when nothing more precise was recorded. */
+static void migFailAborted(migSession *s) {
+    int cancel;
+    atomicGet(s->cancel, cancel);
+    if (cancel) migFail(s, "cancelled (RDMAMIGRATESLOTS CANCEL)");
+    else if (s->timed_out || mstime() >= s->deadline_ms)
+        migFail(s, "timed out after %lld ms", mstime() - s->start_ms);
+}
+
+static void migSetPhase(migSession *s, int phase) {
+    long long now = mstime();
+    if (s->phase != MIG_PHASE_IDLE && s->phase < MIG_PHASE_COUNT)
+        s->phase_ms[s->phase] += now - s->phase_start_ms;
+    s->phase_start_ms = now;
+    s->phase = phase;
+}
+
+static int migSlotIsSet(const unsigned char *bitmap, int slot) {
+    return (bitmap[slot >> 3] >> (slot & 7)) & 1;
+}
+
+/* Parses <slot|start-end>... from argv[first..last) into bitmap. A slot
+ * given twice is an error. Replies an error and returns C_ERR on bad
+ * input. */
+static int migParseSlots(client *c, int first, int last, unsigned char *bitmap, int *count) {
+    unsigned char one[CLUSTER_SLOTS / 8];
+
+    *count = 0;
+    memset(bitmap, 0, CLUSTER_SLOTS / 8);
+    if (first >= last) {
+        addReplyError(c, "at least one slot or range <start>-<end> is needed");
+        return C_ERR;
+    }
+    for (int j = first; j < last; j++) {
+        memset(one, 0, sizeof(one));
+        if (slotFreezeParseRange(c, c->argv[j], one) == C_ERR) return C_ERR;
+        for (int k = 0; k < CLUSTER_SLOTS / 8; k++) {
+            if (one[k] & bitmap[k]) {
+                int slot = k * 8 + __builtin_ctz(one[k] & bitmap[k]);
+                addReplyErrorFormat(c, "Slot %d is given twice (again in '%s')",
+                    slot, (char *)c->argv[j]->ptr);
+                return C_ERR;
+            }
+            bitmap[k] |= one[k];
+            *count += __builtin_popcount(one[k]);
+        }
+    }
+    return C_OK;
+}
+
+/* The slots of a bitmap as range arguments ("0-5460", "7"), appended to an
+ * argv under construction. */
+static void migAppendRanges(const unsigned char *bitmap, sds **argv, int *argc) {
+    for (int s = 0; s < CLUSTER_SLOTS; s++) {
+        if (!migSlotIsSet(bitmap, s)) continue;
+        int e = s;
+        while (e + 1 < CLUSTER_SLOTS && migSlotIsSet(bitmap, e + 1)) e++;
+        *argv = zrealloc(*argv, sizeof(sds) * (*argc + 1));
+        (*argv)[(*argc)++] = e == s ? sdsfromlonglong(s) : sdscatprintf(sdsempty(), "%d-%d", s, e);
+        s = e;
+    }
+}
+
+static void migFreeArgv(sds *argv, int argc) {
+    for (int j = 0; j < argc; j++) sdsfree(argv[j]);
+    zfree(argv);
+}
+
+static void migStartTimer(void) {
+    if (migTimerId != -1) return;
+    migTimerId = aeCreateTimeEvent(server.el, 1, migTimerProc, NULL, NULL);
+    if (migTimerId == AE_ERR) migTimerId = -1;
+}
+
+static migSession *migNewSession(int role) {
+    migSession *s = zcalloc(sizeof(*s));
+    s->role = role;
+    s->phase = MIG_PHASE_CHECK;
+    s->start_ms = s->phase_start_ms = mstime();
+    s->rc_fd = s->data_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    return s;
+}
+
+/* Interrupt the blocking I/O of the session's thread (cancel, deadline):
+ * TCP sockets are shut down; an RDMA wait ends at its own timeout. */
+static void migInterrupt(migSession *s) {
+    pthread_mutex_lock(&s->lock);
+    if (s->rc_fd != -1) shutdown(s->rc_fd, SHUT_RDWR);
+    if (s->data_fd != -1) shutdown(s->data_fd, SHUT_RDWR);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Record what STATUS/INFO show once the session is over, and free it. */
+static void migEndSession(migSession *s, int last) {
+    if (s->phase != MIG_PHASE_DONE && s->phase != MIG_PHASE_FAILED)
+        migSetPhase(s, last == MIG_LAST_OK ? MIG_PHASE_DONE : MIG_PHASE_FAILED);
+    migLast.role = s->role;
+    migLast.last = last;
+    sdsfree(migLast.last_error);
+    migLast.last_error = s->error ? sdsdup(s->error) : NULL;
+    snprintf(migLast.last_transport, sizeof(migLast.last_transport), "%s",
+             s->transport[0] ? s->transport : "none");
+    migLast.slots = s->nslots;
+    migLast.keys = s->keys;
+    migLast.bytes = s->bytes;
+    migLast.bytes_total = s->bytes_total;
+    migLast.keys_zero_copy = s->keys_zero_copy;
+    migLast.keys_serialized = s->keys_serialized;
+    memcpy(migLast.phase_ms, s->phase_ms, sizeof(s->phase_ms));
+    migLast.write_pause_ms = s->write_pause_ms;
+    migLast.elapsed_ms = mstime() - s->start_ms;
+    if (last == MIG_LAST_OK) {
+        migLast.total_ok++;
+        migLast.total_keys += s->keys;
+        migLast.total_bytes += s->bytes;
+    } else {
+        migLast.total_failed++;
+    }
+    migLast.tstats.wr_posted += s->tstats.wr_posted;
+    migLast.tstats.chains_posted += s->tstats.chains_posted;
+    migLast.tstats.rdma_bytes_written += s->tstats.rdma_bytes_written;
+    migLast.tstats.tcp_bytes_sent += s->tstats.tcp_bytes_sent;
+    migLast.tstats.tcp_bytes_received += s->tstats.tcp_bytes_received;
+    if (last == MIG_LAST_OK)
+        serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
+            "%lld bytes over %s in %lld ms (writes paused %lld ms)",
+            migRoleName[s->role], s->nslots, s->keys, s->bytes,
+            migLast.last_transport, migLast.elapsed_ms, s->write_pause_ms);
+    else
+        serverLog(LL_WARNING, "Slot migration (%s) of %d slots %s in %s: %s",
+            migRoleName[s->role], s->nslots,
+            last == MIG_LAST_CANCELLED ? "cancelled" : "failed",
+            migPhaseName[s->error_phase], s->error ? s->error : "?");
+
+    for (int i = 0; i < s->nmig; i++) {
+        zfree(s->slots[i].blocks);
+        if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
+    }
+    zfree(s->slots);
+    zfree(s->reg_addrs);
+    zfree(s->reg_lens);
+    zfree(s->reg_desc);
+    sdsfree(s->user);
+    sdsfree(s->pass);
+    sdsfree(s->error);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    zfree(s);
+    if (mig == s) mig = NULL;
+}
+
+/* The figures of a migration, as a map: the summary reply, and STATUS. */
+static void migAddReplyFigures(client *c, int status, const char *phase,
+    const char *transport, int slots, long long keys, long long bytes,
+    long long bytes_total, long long kzc, long long kser,
+    const long long *phase_ms, long long pause, long long elapsed,
+    int role, const char *state, const char *last, const char *last_error)
+{
+    addReplyMapLen(c, status ? 19 : 12);
+    if (status) {
+        addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[role]);
+        addReplyBulkCString(c, "state"); addReplyBulkCString(c, state);
+        addReplyBulkCString(c, "phase"); addReplyBulkCString(c, phase);
+    }
+    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, transport);
+    addReplyBulkCString(c, "slots"); addReplyLongLong(c, slots);
+    addReplyBulkCString(c, "keys"); addReplyLongLong(c, keys);
+    addReplyBulkCString(c, "bytes"); addReplyLongLong(c, bytes);
+    if (status) {
+        addReplyBulkCString(c, "bytes_total"); addReplyLongLong(c, bytes_total);
+    }
+    addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, kzc);
+    addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, kser);
+    addReplyBulkCString(c, "prepare_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_PREPARE]);
+    addReplyBulkCString(c, "transfer_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_TRANSFER]);
+    addReplyBulkCString(c, "patch_ms");
+    addReplyLongLong(c, phase_ms[MIG_PHASE_PATCH] + phase_ms[MIG_PHASE_LINK]);
+    addReplyBulkCString(c, "handover_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_HANDOVER]);
+    addReplyBulkCString(c, "delete_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_DELETE]);
+    addReplyBulkCString(c, "write_pause_ms"); addReplyLongLong(c, pause);
+    if (status) {
+        addReplyBulkCString(c, "elapsed_ms"); addReplyLongLong(c, elapsed);
+        addReplyBulkCString(c, "last_status"); addReplyBulkCString(c, last);
+        addReplyBulkCString(c, "last_error"); addReplyBulkCString(c, last_error ? last_error : "");
+    }
+}
+
+/* Block a client until the migration answers it (migrationReply*). */
+static void migBlock(client *c) {
+    c->bpop.timeout = 0;
+    blockClient(c, BLOCKED_MIGRATION);
+}
+
+/* ============================ Main thread jobs ============================ */
+
+/* Donor thread: run fn on the main thread in slices and wait for it. */
+static int migRunOnMain(migSession *s, migMainFn *fn) {
+    int r;
+    pthread_mutex_lock(&s->lock);
+    s->job = fn;
+    s->job_done = 0;
+    s->stage = s->cursor = 0;
+    while (!s->job_done) pthread_cond_wait(&s->cond, &s->lock);
+    r = s->job_result;
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+static void migRunJobSlice(migSession *s) {
+    migMainFn *fn;
+    pthread_mutex_lock(&s->lock);
+    fn = s->job_done ? NULL : s->job;
+    pthread_mutex_unlock(&s->lock);
+    if (fn == NULL) return;
+    int r = fn(s);
+    if (r == 1) return;
+    pthread_mutex_lock(&s->lock);
+    s->job = NULL;
+    s->job_result = r;
+    s->job_done = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ============================== Donor: main =============================== */
+
+static void migDonorFreeManifests(migSession *s) {
+    for (int i = 0; i < s->nmig; i++) {
+        if (!s->slots[i].has_manifest) continue;
+        migFreeManifest(&s->slots[i].manifest);
+        s->slots[i].has_manifest = 0;
+    }
+}
+
+static void migUnpinAll(migSession *s) {
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 0);
+}
+
+static int migAnyPending(migSession *s) {
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot) && slotCompactSlotPending(slot)) return 1;
+    return 0;
+}
+
+static void migRequestCompaction(migSession *s) {
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot) && countKeysInSlot(slot))
+            slotCompactRequest(slot);
+}
+
+/* Prepare (phase 3), in slices: relocate the slots' keys into their blocks
+ * while writes still flow; freeze the slots; relocate what was written
+ * meanwhile; wait for pending lazy frees (they write allocator metadata in
+ * the blocks); pin the slots; build one manifest per slot holding keys
+ * (one slot per slice); list the blocks. */
+#define MIG_PREPARE_UNFROZEN_MS 2000    /* Then freeze even if not done. */
+static int migDonorPrepareStep(migSession *s) {
+    switch (s->stage) {
+    case 0:
+        migRequestCompaction(s);
+        s->stage = 1;
+        break;
+    case 1:
+        if (migAnyPending(s) && mstime() - s->phase_start_ms < MIG_PREPARE_UNFROZEN_MS) {
+            slotCompactStep(MIG_SLICE_US / 2);
+            break;
+        }
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        /* Keys written since their visit: walk the slots again (keys in
+         * place cost a pointer check per allocation). */
+        migRequestCompaction(s);
+        s->stage = 2;
+        break;
+    case 2:
+        if (migAnyPending(s)) {
+            slotCompactStep(MIG_SLICE_US / 2);
+            break;
+        }
+        if (bioPendingJobsOfType(BIO_LAZY_FREE)) break;
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+            if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
+        /* The slots holding keys, in slot order. */
+        s->slots = zcalloc(sizeof(migSlot) * (s->nslots ? s->nslots : 1));
+        s->nmig = 0;
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+            if (!migSlotIsSet(s->bitmap, slot) || countKeysInSlot(slot) == 0) continue;
+            s->slots[s->nmig++].slot = slot;
+        }
+        s->stage = 3;
+        s->cursor = 0;
+        break;
+    case 3: {
+        if (s->cursor == s->nmig) {
+            s->stage = 4;
+            break;
+        }
+        migSlot *ms = &s->slots[s->cursor];
+        sds err = NULL;
+        if (migBuildManifest(ms->slot, &ms->manifest, &err) == C_ERR) {
+            migFail(s, "slot %d: %s", ms->slot, err);
+            sdsfree(err);
+            return -1;
+        }
+        ms->has_manifest = 1;
+        ms->nkeys = ms->manifest.nkeys;
+        s->keys += ms->nkeys;
+        s->keys_zero_copy += ms->manifest.keys_zero_copy;
+        s->keys_serialized += ms->manifest.keys_serialized;
+        s->cursor++;
+        break;
+    }
+    case 4:
+        for (int i = 0; i < s->nmig; i++) {
+            migSlot *ms = &s->slots[i];
+            size_t n = slotAllocSlotBlocks(ms->slot, NULL, 0);
+            slotAllocBlockInfo *bi = zmalloc(sizeof(*bi) * (n ? n : 1));
+            n = slotAllocSlotBlocks(ms->slot, bi, n);
+            ms->blocks = zmalloc(sizeof(migBlockMap) * (n ? n : 1));
+            ms->nblocks = n;
+            for (size_t b = 0; b < n; b++) {
+                ms->blocks[b].donor = (uintptr_t)bi[b].addr;
+                ms->blocks[b].size = bi[b].size;
+                ms->blocks[b].local = bi[b].addr;
+                s->bytes_total += bi[b].size;
+            }
+            zfree(bi);
+        }
+        return 0;
+    }
+    return 1;
+}
+
+static int migDonorPrepareSlice(migSession *s) {
+    monotime start;
+    mstime_t lat;
+    int r = 1;
+
+    if (migAborting(s)) {
+        migFailAborted(s);
+        return -1;
+    }
+    elapsedStart(&start);
+    latencyStartMonitor(lat);
+    while (r == 1 && elapsedUs(start) < MIG_SLICE_US) {
+        r = migDonorPrepareStep(s);
+        if (s->stage == 2 && bioPendingJobsOfType(BIO_LAZY_FREE)) break;
+    }
+    latencyEndMonitor(lat);
+    latencyAddSampleIfNeeded("migration-prepare-slice", lat);
+    return r;
+}
+
+/* Handover (phase 6), here: the recipient owns the slots now. */
+static int migDonorHandoverSlice(migSession *s) {
+    clusterNode *n = clusterLookupNode(s->target, CLUSTER_NAMELEN);
+    if (n == NULL) {
+        /* The recipient was forgotten meanwhile: it owns the slots all the
+         * same (it said so); the cluster bus will tell us. */
+        serverLog(LL_WARNING, "Slot migration: recipient %.40s is no longer "
+            "known here; its claim will arrive through the cluster bus", s->target);
+    } else {
+        clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, n, s->bitmap);
+    }
+    s->handed_over = 1;
+    s->write_pause_ms = slotThaw();
+    return 0;
+}
+
+/* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
+ * its replicas and AOF. Then the manifests. Emptied blocks return to the
+ * OS as whole blocks. */
+static int migDonorDeleteSlice(migSession *s) {
+    redisDb *db = &server.db[0];
+    monotime start;
+    mstime_t lat;
+    int n = 0, prev_core = server.core_propagates;
+
+    elapsedStart(&start);
+    latencyStartMonitor(lat);
+    server.core_propagates = 1;
+    server.propagate_no_multi = 1;
+    while (s->cursor < CLUSTER_SLOTS) {
+        int slot = s->cursor;
+        dictEntry *de;
+        if (!migSlotIsSet(s->bitmap, slot) ||
+            (de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
+            s->cursor++;
+            continue;
+        }
+        sds key = dictGetKey(de);
+        robj *keyobj = createStringObject(key, sdslen(key));
+        dbDelete(db, keyobj);
+        signalModifiedKey(NULL, db, keyobj);
+        propagateDeletion(db, keyobj, server.lazyfree_lazy_server_del);
+        propagatePendingCommands();
+        decrRefCount(keyobj);
+        server.dirty++;
+        if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+    }
+    server.core_propagates = prev_core;
+    server.propagate_no_multi = 0;
+    latencyEndMonitor(lat);
+    latencyAddSampleIfNeeded("migration-delete-slice", lat);
+    if (s->cursor < CLUSTER_SLOTS) return 1;
+    migDonorFreeManifests(s);
+    migUnpinAll(s);
+    return 0;
+}
+
+/* Whether this node's view says the recipient owns every slot (its claim
+ * came through the cluster bus). */
+static int migDonorOwnerSlice(migSession *s) {
+    clusterNode *n = clusterLookupNode(s->target, CLUSTER_NAMELEN);
+    if (n == NULL) return -1;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != n) return -1;
+    return 0;
+}
+
+/* Donor thread, after SETSLOTS NODE got no answer: watch for the
+ * recipient's claim for a while (it broadcasts it at once). */
+static int migDonorRecipientOwns(migSession *s) {
+    for (int i = 0; i < 20; i++) {
+        if (migRunOnMain(s, migDonorOwnerSlice) == 0) return 1;
+        usleep(100000);
+    }
+    return 0;
+}
+
+/* The cluster bus told this node that another owns slots it still has
+ * keys in (clusterUpdateSlotsConfigWith, cluster.c). Upstream deletes them
+ * at once, without telling replicas or the AOF; for a migration's slots
+ * past the transfer, the delete phase does it, in slices, with DELs. */
+int migrationDeletesSlot(int slot) {
+    migSession *s = mig;
+    return s && s->role == MIG_ROLE_DONOR && migSlotIsSet(s->bitmap, slot) &&
+           (s->phase == MIG_PHASE_PATCH || s->phase == MIG_PHASE_HANDOVER ||
+            s->phase == MIG_PHASE_DELETE);
+}
+
+/* Rollback before the handover: thaw, let go of the manifests. */
+static int migDonorRollbackSlice(migSession *s) {
+    s->write_pause_ms = slotThaw();
+    migDonorFreeManifests(s);
+    migUnpinAll(s);
+    return 0;
+}
+
+/* ============================= Donor: thread ============================== */
+
+static void migDelay(migSession *s, int phase) {
+    long long ms = migDelayMs[phase];
+    while (ms > 0 && !migAborting(s)) {
+        usleep(10000);
+        ms -= 10;
+    }
+}
+
+/* One command to the recipient on the thread's connection. Returns the
+ * reply (free it) or NULL with the session's error set. */
+static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
+                           const char *what) {
+    size_t *lens = zmalloc(sizeof(size_t) * argc);
+    long long left = migRemainingMs(s);
+    struct timeval tv = {left / 1000, (left % 1000) * 1000};
+    redisReply *r;
+
+    for (int j = 0; j < argc; j++) lens[j] = sdslen(argv[j]);
+    if (left <= 0) {
+        zfree(lens);
+        migFailAborted(s);
+        return NULL;
+    }
+    redisSetTimeout(rc, tv);
+    r = redisCommandArgv(rc, argc, (const char **)argv, lens);
+    zfree(lens);
+    if (r == NULL) {
+        if (migAborting(s)) migFailAborted(s);
+        else migFail(s, "%s: connection to the recipient %s:%d lost: %s",
+                     what, s->host, s->port, rc->errstr);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        migFail(s, "%s refused by the recipient %s:%d: %s", what, s->host,
+                s->port, r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+static redisReply *migCallf(migSession *s, redisContext *rc, const char *what, int n, ...) {
+    sds *argv = zmalloc(sizeof(sds) * n);
+    va_list ap;
+    va_start(ap, n);
+    for (int j = 0; j < n; j++) argv[j] = sdsnew(va_arg(ap, const char *));
+    va_end(ap);
+    redisReply *r = migCall(s, rc, n, argv, what);
+    migFreeArgv(argv, n);
+    return r;
+}
+
+/* A field of a map reply (RESP2 flat array or RESP3 map). */
+static redisReply *migReplyField(redisReply *r, const char *name) {
+    if (r->type != REDIS_REPLY_ARRAY && r->type != REDIS_REPLY_MAP) return NULL;
+    for (size_t j = 0; j + 1 < r->elements; j += 2)
+        if (r->element[j]->type == REDIS_REPLY_STRING &&
+            !strcasecmp(r->element[j]->str, name)) return r->element[j + 1];
+    return NULL;
+}
+
+static redisContext *migRecipientConnect(migSession *s) {
+    long long left = migRemainingMs(s);
+    struct timeval tv = {left / 1000, (left % 1000) * 1000};
+    redisContext *rc = redisConnectWithTimeout(s->host, s->port, tv);
+
+    if (rc == NULL || rc->err) {
+        migFail(s, "cannot connect to the recipient %s:%d: %s", s->host, s->port,
+                rc ? rc->errstr : "out of memory");
+        if (rc) redisFree(rc);
+        return NULL;
+    }
+    if (s->pass) {
+        redisReply *r = s->user ? migCallf(s, rc, "AUTH", 3, "AUTH", s->user, s->pass)
+                                : migCallf(s, rc, "AUTH", 2, "AUTH", s->pass);
+        if (r == NULL) {
+            redisFree(rc);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+static void migSetFd(migSession *s, int *field, int fd) {
+    pthread_mutex_lock(&s->lock);
+    *field = fd;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Phase 4: RDMAREGISTER, then every block in one chain of writes. */
+static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
+    sds *argv = NULL;
+    int argc = 0, ok = 0;
+    size_t nb = 0, k = 0;
+    redisReply *r;
+
+    argv = zmalloc(sizeof(sds));
+    argv[argc++] = sdsnew("RDMAREGISTER");
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 2 * ms->nblocks));
+        argv[argc++] = sdsfromlonglong(ms->slot);
+        argv[argc++] = sdsfromlonglong((long long)ms->nkeys);
+        argv[argc++] = sdscatprintf(sdsempty(), "%llu",
+                                    (unsigned long long)(uintptr_t)ms->manifest.addr);
+        argv[argc++] = sdsfromlonglong((long long)ms->nblocks);
+        for (size_t b = 0; b < ms->nblocks; b++) {
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].donor);
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].size);
+        }
+        nb += ms->nblocks;
+    }
+    r = migCall(s, rc, argc, argv, "RDMAREGISTER");
+    migFreeArgv(argv, argc);
+    if (r == NULL) return -1;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != nb) {
+        migFail(s, "RDMAREGISTER: the recipient described %zu blocks, not %zu",
+                r->type == REDIS_REPLY_ARRAY ? r->elements : 0, nb);
+        freeReplyObject(r);
+        return -1;
+    }
+    migBlockDesc *desc = zmalloc(sizeof(*desc) * (nb ? nb : 1));
+    const void **addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
+    uint64_t *lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    migSegment *segs = zmalloc(sizeof(*segs) * (nb ? nb : 1));
+    char err[MIG_ERR_LEN] = "";
+
+    for (size_t j = 0; j < nb; j++) {
+        redisReply *e = r->element[j];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 4 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_INTEGER ||
+            e->element[3]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_STRING) {
+            migFail(s, "RDMAREGISTER: block %zu is badly described", j);
+            goto done;
+        }
+        desc[j].id = (uint32_t)e->element[0]->integer;
+        desc[j].addr = strtoull(e->element[1]->str, NULL, 10);
+        desc[j].rkey = (uint32_t)e->element[2]->integer;
+        desc[j].len = (uint64_t)e->element[3]->integer;
+    }
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        for (size_t b = 0; b < ms->nblocks; b++, k++) {
+            addrs[k] = ms->blocks[b].local;
+            lens[k] = ms->blocks[b].size;
+            if (desc[k].len != lens[k] || desc[k].id != k) {
+                migFail(s, "RDMAREGISTER: block %zu is %llu bytes there, %llu here",
+                        k, (unsigned long long)desc[k].len, (unsigned long long)lens[k]);
+                goto done;
+            }
+            segs[k].local = ms->blocks[b].local;
+            segs[k].len = lens[k];
+            segs[k].remote = &desc[k];
+            segs[k].remoteOffset = 0;
+        }
+    }
+    if (migRegisterSendBlocks(conn, addrs, lens, (uint32_t)nb, err) == -1) {
+        migFail(s, "%s", err);
+        goto done;
+    }
+    /* Post in chunks of about MIG_WRITE_CHUNK bytes, for progress. */
+    for (size_t j = 0; j < nb;) {
+        size_t e = j;
+        uint64_t chunk = 0;
+        while (e < nb && (chunk == 0 || chunk + segs[e].len <= (uint64_t)MIG_WRITE_CHUNK))
+            chunk += segs[e++].len;
+        if (migAborting(s)) {
+            migFailAborted(s);
+            goto done;
+        }
+        if (migWriteBlocks(conn, segs + j, e - j, err) == -1) {
+            if (migAborting(s)) migFailAborted(s);
+            else migFail(s, "%s", err);
+            goto done;
+        }
+        s->bytes_sent += chunk;
+        j = e;
+    }
+    if (migFinish(conn, err) == -1) {
+        if (migAborting(s)) migFailAborted(s);
+        else migFail(s, "%s", err);
+        goto done;
+    }
+    s->bytes = s->bytes_sent;
+    ok = 1;
+done:
+    migGetStats(conn, &s->tstats);
+    freeReplyObject(r);
+    zfree(desc);
+    zfree(addrs);
+    zfree(lens);
+    zfree(segs);
+    return ok ? 0 : -1;
+}
+
+static void *migDonorThread(void *arg) {
+    migSession *s = arg;
+    redisContext *rc = NULL;
+    migConn *conn = NULL;
+    redisReply *r;
+    sds *argv = NULL;
+    int argc = 0, ok = 0;
+    char err[MIG_ERR_LEN] = "";
+    char myname[CLUSTER_NAMELEN + 1];
+
+    redis_set_thread_title("migration");
+    memcpy(myname, server.cluster->myself->name, CLUSTER_NAMELEN);
+    myname[CLUSTER_NAMELEN] = '\0';
+
+    /* 2. The recipient imports; it opens its data listener. */
+    if ((rc = migRecipientConnect(s)) == NULL) goto fail;
+    migSetFd(s, &s->rc_fd, rc->fd);
+    argv = zmalloc(sizeof(sds) * 4);
+    argv[argc++] = sdsnew("CLUSTER");
+    argv[argc++] = sdsnew("SETSLOTS");
+    argv[argc++] = sdsnew("IMPORTING");
+    argv[argc++] = sdsnew(myname);
+    migAppendRanges(s->bitmap, &argv, &argc);
+    r = migCall(s, rc, argc, argv, "CLUSTER SETSLOTS IMPORTING");
+    migFreeArgv(argv, argc);
+    if (r == NULL) goto fail;
+    freeReplyObject(r);
+
+    char tmo[32];
+    snprintf(tmo, sizeof(tmo), "%lld", migRemainingMs(s) + 1000);
+    r = migCallf(s, rc, "INITRDMASERVER", 6, "INITRDMASERVER", "0", "TRANSPORT",
+                 migKindName(s->kind), "TIMEOUT", tmo);
+    if (r == NULL) goto fail;
+    redisReply *ft = migReplyField(r, "transport"), *fh = migReplyField(r, "host"),
+               *fp = migReplyField(r, "port"), *fk = migReplyField(r, "token");
+    migKind kind;
+    if (!ft || !fh || !fp || !fk || ft->type != REDIS_REPLY_STRING ||
+        fh->type != REDIS_REPLY_STRING || fp->type != REDIS_REPLY_INTEGER ||
+        fk->type != REDIS_REPLY_STRING || migParseKind(ft->str, &kind) == -1 ||
+        kind == MIG_KIND_AUTO) {
+        migFail(s, "INITRDMASERVER: unexpected reply from the recipient");
+        freeReplyObject(r);
+        goto fail;
+    }
+    snprintf(s->transport, sizeof(s->transport), "%s", migKindName(kind));
+    conn = migConnect(kind, fh->str, (int)fp->integer, fk->str,
+                      kind == MIG_KIND_RDMA && server.rdma_bind[0] ? server.rdma_bind : NULL,
+                      (int)(migRemainingMs(s) > INT_MAX ? INT_MAX : migRemainingMs(s)), err);
+    freeReplyObject(r);
+    if (conn == NULL) {
+        migFail(s, "%s", err);
+        goto fail;
+    }
+    migSetFd(s, &s->data_fd, migTcpFd(conn));
+
+    /* 3. Prepare. */
+    migSetPhase(s, MIG_PHASE_PREPARE);
+    migDelay(s, MIG_PHASE_PREPARE);
+    if (migRunOnMain(s, migDonorPrepareSlice) == -1) goto fail;
+
+    /* 4. Transfer. */
+    migSetPhase(s, MIG_PHASE_TRANSFER);
+    migDelay(s, MIG_PHASE_TRANSFER);
+    if (migAborting(s)) { migFailAborted(s); goto fail; }
+    if (migDonorTransfer(s, rc, conn) == -1) goto fail;
+    migSetFd(s, &s->data_fd, -1);
+    migClose(conn);
+    conn = NULL;
+
+    /* 5. The recipient adopts everything (deferred reply of RDMADONE). */
+    migSetPhase(s, MIG_PHASE_PATCH);
+    migDelay(s, MIG_PHASE_PATCH);
+    if (migAborting(s)) { migFailAborted(s); goto fail; }
+    argv = NULL;
+    argc = 0;
+    argv = zmalloc(sizeof(sds));
+    argv[argc++] = sdsnew("RDMADONE");
+    migAppendRanges(s->bitmap, &argv, &argc);
+    r = migCall(s, rc, argc, argv, "RDMADONE");
+    migFreeArgv(argv, argc);
+    if (r == NULL) goto fail;
+    redisReply *fkeys = migReplyField(r, "keys");
+    if (!fkeys || fkeys->type != REDIS_REPLY_INTEGER || fkeys->integer != s->keys) {
+        migFail(s, "RDMADONE: the recipient adopted %lld keys, %lld were sent",
+                fkeys && fkeys->type == REDIS_REPLY_INTEGER ? fkeys->integer : -1, s->keys);
+        freeReplyObject(r);
+        goto fail;
+    }
+    freeReplyObject(r);
+
+    /* 6. Handover: the recipient first, then here. */
+    migSetPhase(s, MIG_PHASE_HANDOVER);
+    migDelay(s, MIG_PHASE_HANDOVER);
+    if (migAborting(s)) { migFailAborted(s); goto fail; }
+    argv = NULL;
+    argc = 0;
+    argv = zmalloc(sizeof(sds) * 4);
+    argv[argc++] = sdsnew("CLUSTER");
+    argv[argc++] = sdsnew("SETSLOTS");
+    argv[argc++] = sdsnew("NODE");
+    argv[argc++] = sdsnewlen(s->target, CLUSTER_NAMELEN);
+    migAppendRanges(s->bitmap, &argv, &argc);
+    r = migCall(s, rc, argc, argv, "CLUSTER SETSLOTS NODE");
+    migFreeArgv(argv, argc);
+    if (r) {
+        freeReplyObject(r);
+    } else if (migDonorRecipientOwns(s)) {
+        /* The reply was lost, but the recipient's claim reached us through
+         * the cluster bus: the handover happened. */
+        serverLog(LL_WARNING, "Slot migration: no reply to SETSLOTS NODE (%s), "
+            "but the recipient claims the slots: handing over", s->error);
+        pthread_mutex_lock(&s->lock);
+        sdsfree(s->error);
+        s->error = NULL;
+        pthread_mutex_unlock(&s->lock);
+    } else {
+        goto fail;
+    }
+    migRunOnMain(s, migDonorHandoverSlice);
+
+    /* 7. Delete here. */
+    migSetPhase(s, MIG_PHASE_DELETE);
+    migDelay(s, MIG_PHASE_DELETE);
+    migRunOnMain(s, migDonorDeleteSlice);
+    ok = 1;
+
+fail:
+    if (!ok) {
+        migSetPhase(s, MIG_PHASE_ROLLBACK);
+        migSetFd(s, &s->data_fd, -1);
+        if (conn) migClose(conn);
+        conn = NULL;
+        migRunOnMain(s, migDonorRollbackSlice);
+        /* Tell the recipient, on a fresh connection if ours broke: it
+         * drops what it adopted and its slots go STABLE. If it is gone,
+         * its own deadline does the same. */
+        if (rc && rc->err) {
+            migSetFd(s, &s->rc_fd, -1);
+            redisFree(rc);
+            rc = NULL;
+        }
+        if (rc == NULL) {
+            long long saved = s->deadline_ms;
+            int cancel;
+            atomicGet(s->cancel, cancel);
+            s->deadline_ms = mstime() + 2000;
+            atomicSet(s->cancel, 0);
+            rc = migRecipientConnect(s);
+            s->deadline_ms = saved;
+            atomicSet(s->cancel, cancel);
+        }
+        if (rc) {
+            struct timeval tv = {2, 0};
+            redisSetTimeout(rc, tv);
+            r = redisCommand(rc, "RDMAMIGRATESLOTS CANCEL");
+            if (r) freeReplyObject(r);
+        }
+    }
+    migSetFd(s, &s->rc_fd, -1);
+    if (rc) redisFree(rc);
+    if (conn) migClose(conn);
+    atomicSet(s->thread_done, 1);
+    return NULL;
+}
+
+/* The donor thread has returned: answer the caller, end the session. */
+static void migDonorFinish(migSession *s) {
+    int ok = s->error == NULL;
+    int cancel;
+
+    pthread_join(s->thread, NULL);
+    atomicGet(s->cancel, cancel);
+    if (s->handed_over && !ok) ok = 1;      /* Cannot fail after handover. */
+    migSetPhase(s, ok ? MIG_PHASE_DONE : MIG_PHASE_FAILED);
+    if (s->caller) {
+        client *c = s->caller;
+        if (ok) {
+            migAddReplyFigures(c, 0, "done", s->transport, s->nslots, s->keys,
+                s->bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
+                s->phase_ms, s->write_pause_ms, 0, s->role, "", "", NULL);
+        } else {
+            addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
+                "back to STABLE, the slots and their keys are still here",
+                migPhaseName[s->error_phase], s->error);
+        }
+        s->caller = NULL;
+        unblockClient(c);
+    }
+    migEndSession(s, ok ? MIG_LAST_OK : (cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED));
+}
+
+/* ============================ Recipient: thread =========================== */
+
+static int migWaitFor(migSession *s, int *flag) {
+    pthread_mutex_lock(&s->lock);
+    while (!*flag && !migAborting(s)) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+    }
+    int ok = *flag;
+    pthread_mutex_unlock(&s->lock);
+    return ok;
+}
+
+static void *migRecipientThread(void *arg) {
+    migSession *s = arg;
+    char err[MIG_ERR_LEN] = "";
+    migConn *conn = NULL;
+
+    redis_set_thread_title("migration");
+    /* Accept the donor, in short waits so that a cancel is seen. */
+    while (conn == NULL) {
+        if (migAborting(s)) { migFailAborted(s); goto out; }
+        conn = migAccept(s->listener, 250, err);
+        if (conn == NULL && !strstr(err, "timed out") && !strstr(err, "timeout")) {
+            migFail(s, "%s", err);
+            goto out;
+        }
+    }
+    pthread_mutex_lock(&s->lock);
+    s->conn = conn;
+    s->data_fd = migTcpFd(conn);
+    pthread_mutex_unlock(&s->lock);
+
+    /* RDMAREGISTER: register the reserved blocks. */
+    if (!migWaitFor(s, &s->reg_requested)) { migFailAborted(s); goto out; }
+    int r = migRegisterRecvBlocks(conn, s->reg_addrs, s->reg_lens, s->reg_n, s->reg_desc, err);
+    if (r == -1) migFail(s, "%s", err);
+    pthread_mutex_lock(&s->lock);
+    s->reg_done = r == -1 ? -1 : 1;
+    pthread_mutex_unlock(&s->lock);
+    if (r == -1) goto out;
+
+    /* The donor writes; its summary must match what we registered. */
+    long long left = migRemainingMs(s);
+    if (migWaitTransfer(conn, (int)(left > INT_MAX ? INT_MAX : left), err) == -1) {
+        if (migAborting(s)) migFailAborted(s);
+        else migFail(s, "%s", err);
+        goto out;
+    }
+    for (uint32_t i = 0; i < s->reg_n; i++) {
+        if (migRecvBlockBytes(conn, i) != s->reg_lens[i]) {
+            migFail(s, "block %u: %llu bytes received of %llu", i,
+                (unsigned long long)migRecvBlockBytes(conn, i),
+                (unsigned long long)s->reg_lens[i]);
+            goto out;
+        }
+    }
+    migGetStats(conn, &s->tstats);
+    s->bytes = (long long)s->tstats.payload_bytes;
+    s->transfer_ok = 1;
+
+    /* RDMADONE: adopt, check and patch every slot. */
+    if (!migWaitFor(s, &s->done_requested)) { migFailAborted(s); goto out; }
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        sds perr = NULL;
+
+        if (migAborting(s)) { migFailAborted(s); goto out; }
+        for (size_t b = 0; b < ms->nblocks; b++) {
+            if (slotAllocAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
+                migFail(s, "slot %d: block %zu was rejected (bad allocator "
+                        "metadata)", ms->slot, b);
+                goto out;
+            }
+            ms->adopted = (int)b + 1;
+        }
+        ms->has_keys = 1;
+        if (migPatchSlot(ms->slot, ms->blocks, ms->nblocks, ms->manifest_addr,
+                         ms->nkeys, &ms->keys, &perr) == C_ERR) {
+            migFail(s, "slot %d: %s", ms->slot, perr);
+            sdsfree(perr);
+            goto out;
+        }
+        migSweepGarbage(&ms->keys, ms->blocks, ms->nblocks);
+        if (s->propagate) migSerializeAdopted(&ms->keys);
+        s->keys += ms->keys.nkeys;
+        s->keys_zero_copy += ms->keys.keys_zero_copy;
+        s->keys_serialized += ms->keys.keys_serialized;
+    }
+    pthread_mutex_lock(&s->lock);
+    s->patched = 1;
+    pthread_mutex_unlock(&s->lock);
+
+out:
+    atomicSet(s->thread_done, 1);
+    return NULL;
+}
+
+/* ============================= Recipient: main ============================ */
+
+/* Free every live allocation left in a block of the migration (after the
+ * slot's keys were deleted), which releases the emptied block. */
+static void migFreeBlockAllocs(void *block) {
+    size_t cap = 1024, n;
+    void **allocs = zmalloc(cap * sizeof(void *));
+    while ((n = slotAllocBlockAllocs(block, allocs, cap)) > cap) {
+        cap = n;
+        allocs = zrealloc(allocs, cap * sizeof(void *));
+    }
+    for (size_t i = 0; i < n; i++) zfree(allocs[i]);
+    zfree(allocs);
+}
+
+/* Drop everything of a failed import (main thread, the thread is over):
+ * the keys linked so far (synchronously, with DELs to replicas and AOF,
+ * since their RESTOREs went there), the keys patched but not linked, every
+ * block of the migration, the IMPORTING state. */
+static void migRecipientRollback(migSession *s) {
+    redisDb *db = &server.db[0];
+    int prev_core = server.core_propagates;
+    long long dropped = 0;
+
+    server.core_propagates = 1;
+    server.propagate_no_multi = 1;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        dictEntry *de;
+        if (!migSlotIsSet(s->bitmap, slot) || server.cluster->slots[slot] == server.cluster->myself)
+            continue;
+        while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
+            sds key = dictGetKey(de);
+            robj *keyobj = createStringObject(key, sdslen(key));
+            dbSyncDelete(db, keyobj);
+            propagateDeletion(db, keyobj, 0);
+            propagatePendingCommands();
+            decrRefCount(keyobj);
+            dropped++;
+        }
+    }
+    server.core_propagates = prev_core;
+    server.propagate_no_multi = 0;
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        if (ms->has_keys) {
+            migAdoptedFree(&ms->keys);
+            ms->has_keys = 0;
+        }
+        for (size_t b = 0; b < ms->nblocks; b++) {
+            if (ms->blocks[b].local == NULL) continue;
+            if ((int)b < ms->adopted) migFreeBlockAllocs(ms->blocks[b].local);
+            else slotAllocReleaseBlock(ms->blocks[b].local);
+            ms->blocks[b].local = NULL;
+        }
+    }
+    /* Slots still importing from the donor go STABLE. */
+    unsigned char stable[CLUSTER_SLOTS / 8];
+    int any = 0;
+    memset(stable, 0, sizeof(stable));
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (migSlotIsSet(s->bitmap, slot) && server.cluster->importing_slots_from[slot]) {
+            stable[slot >> 3] |= 1 << (slot & 7);
+            any = 1;
+        }
+    }
+    if (any) clusterSetSlotsApply(CLUSTER_SETSLOTS_STABLE, NULL, stable);
+    if (dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld keys of "
+                           "a failed import", dropped);
+}
+
+static void migRecipientCloseTransport(migSession *s) {
+    pthread_mutex_lock(&s->lock);
+    s->data_fd = -1;
+    pthread_mutex_unlock(&s->lock);
+    if (s->conn) {
+        migGetStats(s->conn, &s->tstats);
+        migClose(s->conn);
+        s->conn = NULL;
+    }
+    if (s->listener) {
+        migCloseListener(s->listener);
+        s->listener = NULL;
+    }
+}
+
+static void migRecipientReplyError(migSession *s, client **cp) {
+    if (*cp == NULL) return;
+    client *c = *cp;
+    addReplyErrorFormat(c, "import failed in %s: %s", migPhaseName[s->error_phase],
+                        s->error ? s->error : "?");
+    *cp = NULL;
+    unblockClient(c);
+}
+
+/* One call of the timer for a recipient session. */
+static void migRecipientTick(migSession *s) {
+    int done;
+    atomicGet(s->thread_done, done);
+
+    /* Failure: wait for the thread, then drop everything. */
+    if (!s->rolling_back && !s->owned) {
+        int donor_gone = lookupClientByID(s->donor_client_id) == NULL;
+        int failed = s->error != NULL || (done && !s->patched);
+        if (donor_gone && !failed)
+            migFail(s, "the donor's connection closed before the handover");
+        if (migAborting(s) || donor_gone || failed) {
+            migFailAborted(s);
+            s->rolling_back = 1;
+            migSetPhase(s, MIG_PHASE_ROLLBACK);
+            atomicSet(s->cancel, 1);
+            migInterrupt(s);
+        }
+    }
+    if (s->rolling_back) {
+        if (!done) return;
+        if (s->thread_started) pthread_join(s->thread, NULL);
+        s->thread_started = 0;
+        migRecipientCloseTransport(s);
+        migRecipientRollback(s);
+        migRecipientReplyError(s, &s->reg_client);
+        migRecipientReplyError(s, &s->done_client);
+        int cancel = s->error && strstr(s->error, "cancelled") != NULL;
+        migEndSession(s, cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED);
+        return;
+    }
+
+    /* RDMAREGISTER done by the thread: answer it. */
+    if (s->reg_client && s->reg_done == 1) {
+        client *c = s->reg_client;
+        addReplyArrayLen(c, s->reg_n);
+        for (uint32_t i = 0; i < s->reg_n; i++) {
+            char addr[32];
+            snprintf(addr, sizeof(addr), "%llu", (unsigned long long)s->reg_desc[i].addr);
+            addReplyArrayLen(c, 4);
+            addReplyLongLong(c, s->reg_desc[i].id);
+            addReplyBulkCString(c, addr);
+            addReplyLongLong(c, s->reg_desc[i].rkey);
+            addReplyLongLong(c, (long long)s->reg_desc[i].len);
+        }
+        s->reg_client = NULL;
+        unblockClient(c);
+        migSetPhase(s, MIG_PHASE_TRANSFER);
+    }
+
+    /* Patched: link in slices, then answer RDMADONE. */
+    if (s->patched && !s->linked_all) {
+        if (s->phase != MIG_PHASE_LINK) {
+            if (s->thread_started) pthread_join(s->thread, NULL);
+            s->thread_started = 0;
+            migRecipientCloseTransport(s);
+            migSetPhase(s, MIG_PHASE_LINK);
+        }
+        monotime start;
+        mstime_t lat;
+        elapsedStart(&start);
+        latencyStartMonitor(lat);
+        while (s->link_cursor < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
+            migSlot *ms = &s->slots[s->link_cursor];
+            if (migLinkAdopted(&ms->keys, MIG_LINK_BATCH) == 0) s->link_cursor++;
+        }
+        latencyEndMonitor(lat);
+        latencyAddSampleIfNeeded("migration-link-slice", lat);
+        if (s->link_cursor < s->nmig) return;
+        s->linked_all = 1;
+        for (int i = 0; i < s->nmig; i++) {
+            /* DUMP-path values are in the heap: relocate them. */
+            if (s->slots[i].keys.keys_serialized) slotCompactRequest(s->slots[i].slot);
+        }
+        if (s->done_client) {
+            client *c = s->done_client;
+            addReplyMapLen(c, 5);
+            addReplyBulkCString(c, "keys"); addReplyLongLong(c, s->keys);
+            addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, s->keys_zero_copy);
+            addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, s->keys_serialized);
+            addReplyBulkCString(c, "patch_ms"); addReplyLongLong(c, s->phase_ms[MIG_PHASE_PATCH]);
+            addReplyBulkCString(c, "link_ms"); addReplyLongLong(c, mstime() - s->phase_start_ms);
+            s->done_client = NULL;
+            unblockClient(c);
+        }
+        migSetPhase(s, MIG_PHASE_HANDOVER);
+    }
+
+    /* Handed over: the slots are ours. */
+    if (s->linked_all) {
+        int all = 1;
+        for (int slot = 0; slot < CLUSTER_SLOTS && all; slot++)
+            if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != server.cluster->myself)
+                all = 0;
+        if (all) {
+            s->owned = 1;
+            migEndSession(s, MIG_LAST_OK);
+        }
+    }
+}
+
+/* ================================ The timer =============================== */
+
+static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
+    UNUSED(el); UNUSED(id); UNUSED(data);
+    migSession *s = mig;
+    if (s == NULL) {
+        migTimerId = -1;
+        return AE_NOMORE;
+    }
+    if (s->role == MIG_ROLE_DONOR) {
+        int done;
+        migRunJobSlice(s);
+        atomicGet(s->thread_done, done);
+        if (done) migDonorFinish(s);
+    } else {
+        migRecipientTick(s);
+    }
+    if (mig == NULL) {
+        migTimerId = -1;
+        return AE_NOMORE;
+    }
+    return 1;
+}
+
+/* ================================ Commands ================================ */
+
+/* Cluster mode, master, and slot affinity: what every command needs. */
+static int migCheckNode(client *c) {
+    if (!server.cluster_enabled) {
+        addReplyError(c, "This instance has cluster support disabled: slot "
+                         "migration needs cluster mode");
+        return C_ERR;
+    }
+    if (nodeIsSlave(server.cluster->myself)) {
+        addReplyError(c, "Slot migration needs a master: this node is a replica");
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+static void migStatusCommand(client *c) {
+    migSession *s = mig;
+    if (s) {
+        long long phase_ms[MIG_PHASE_COUNT];
+        memcpy(phase_ms, s->phase_ms, sizeof(phase_ms));
+        if (s->phase < MIG_PHASE_COUNT) phase_ms[s->phase] += mstime() - s->phase_start_ms;
+        long long bytes = s->role == MIG_ROLE_DONOR ? s->bytes_sent : s->bytes;
+        migAddReplyFigures(c, 1, migPhaseName[s->phase],
+            s->transport[0] ? s->transport : migKindName(s->kind), s->nslots,
+            s->keys, bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
+            phase_ms, s->write_pause_ms, mstime() - s->start_ms, s->role, "running",
+            migLastName[migLast.last], migLast.last_error);
+    } else {
+        migAddReplyFigures(c, 1, "idle", migLast.last_transport[0] ? migLast.last_transport : "none",
+            migLast.slots, migLast.keys, migLast.bytes, migLast.bytes_total,
+            migLast.keys_zero_copy, migLast.keys_serialized, migLast.phase_ms,
+            migLast.write_pause_ms, migLast.elapsed_ms, MIG_ROLE_NONE, "idle",
+            migLastName[migLast.last], migLast.last_error);
+    }
+}
+
+static void migCancelCommand(client *c) {
+    migSession *s = mig;
+    if (s == NULL) {
+        addReplyError(c, "no migration is running");
+        return;
+    }
+    if ((s->role == MIG_ROLE_DONOR && s->handed_over) ||
+        (s->role == MIG_ROLE_RECIPIENT && s->owned)) {
+        addReplyError(c, "the migration is past its handover: it can no longer "
+                         "be cancelled (the recipient owns the slots)");
+        return;
+    }
+    atomicSet(s->cancel, 1);
+    migInterrupt(s);
+    serverLog(LL_WARNING, "Slot migration (%s): CANCEL asked", migRoleName[s->role]);
+    addReply(c, shared.ok);
+}
+
+/* RDMAMIGRATESLOTS <host> <port> <slot|start-end>... [TRANSPORT rdma|tcp|auto]
+ *                  [AUTH pw | AUTH2 user pw] [TIMEOUT ms]
+ * RDMAMIGRATESLOTS STATUS | CANCEL */
+void rdmaMigrateSlotsCommand(client *c) {
+    if (c->argc == 2 && !strcasecmp(c->argv[1]->ptr, "status")) {
+        migStatusCommand(c);
+        return;
+    }
+    if (c->argc == 2 && !strcasecmp(c->argv[1]->ptr, "cancel")) {
+        migCancelCommand(c);
+        return;
+    }
+    if (!strcasecmp(c->argv[1]->ptr, "status") || !strcasecmp(c->argv[1]->ptr, "cancel")) {
+        addReplyErrorFormat(c, "RDMAMIGRATESLOTS %s takes no arguments",
+                            (char *)c->argv[1]->ptr);
+        return;
+    }
+    if (c->argc < 4) {
+        addReplyError(c, "syntax: RDMAMIGRATESLOTS <host> <port> <slot|start-end>... "
+            "[TRANSPORT rdma|tcp|auto] [AUTH pw | AUTH2 user pw] [TIMEOUT ms], "
+            "or RDMAMIGRATESLOTS STATUS|CANCEL");
+        return;
+    }
+    if (migCheckNode(c) == C_ERR) return;
+
+    /* Options come after the slots: find where the slots end. */
+    int last = 3;
+    while (last < c->argc) {
+        char *a = c->argv[last]->ptr;
+        if (!strcasecmp(a, "transport") || !strcasecmp(a, "auth") ||
+            !strcasecmp(a, "auth2") || !strcasecmp(a, "timeout")) break;
+        last++;
+    }
+    migKind kind = (migKind)server.migration_transport;
+    long long timeout = MIG_DEFAULT_TIMEOUT_MS, port;
+    robj *user = NULL, *pass = NULL;
+    for (int j = last; j < c->argc; j++) {
+        char *a = c->argv[j]->ptr;
+        int more = c->argc - j - 1;
+        if (!strcasecmp(a, "transport") && more >= 1) {
+            if (migParseKind(c->argv[j + 1]->ptr, &kind) == -1) {
+                addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
+                                    (char *)c->argv[j + 1]->ptr);
+                return;
+            }
+            j++;
+        } else if (!strcasecmp(a, "timeout") && more >= 1) {
+            if (getLongLongFromObject(c->argv[j + 1], &timeout) != C_OK ||
+                timeout <= 0 || timeout > MIG_MAX_TIMEOUT_MS) {
+                addReplyErrorFormat(c, "Invalid TIMEOUT '%s': milliseconds, 1 to %lld",
+                    (char *)c->argv[j + 1]->ptr, MIG_MAX_TIMEOUT_MS);
+                return;
+            }
+            j++;
+        } else if (!strcasecmp(a, "auth") && more >= 1) {
+            pass = c->argv[++j];
+            user = NULL;
+        } else if (!strcasecmp(a, "auth2") && more >= 2) {
+            user = c->argv[++j];
+            pass = c->argv[++j];
+        } else {
+            addReplyErrorFormat(c, "Invalid or incomplete option '%s' (TRANSPORT "
+                "needs rdma|tcp|auto, AUTH a password, AUTH2 a user and a password, "
+                "TIMEOUT milliseconds)", a);
+            return;
+        }
+    }
+    if (getLongLongFromObject(c->argv[2], &port) != C_OK || port <= 0 || port > 65535) {
+        addReplyErrorFormat(c, "Invalid port '%s'", (char *)c->argv[2]->ptr);
+        return;
+    }
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int nslots;
+    if (migParseSlots(c, 3, last, bitmap, &nslots) == C_ERR) return;
+
+    /* 1. Check: the target, the slots, no other migration. */
+    clusterNode *target = NULL;
+    dictIterator *di = dictGetSafeIterator(server.cluster->nodes);
+    dictEntry *de;
+    while ((de = dictNext(di)) != NULL) {
+        clusterNode *n = dictGetVal(de);
+        if (n->port == port && !strcmp(n->ip, c->argv[1]->ptr) &&
+            !(n->flags & (CLUSTER_NODE_HANDSHAKE | CLUSTER_NODE_NOADDR))) {
+            target = n;
+            break;
+        }
+    }
+    dictReleaseIterator(di);
+    if (target == NULL) {
+        addReplyErrorFormat(c, "%s:%lld is not a node of this cluster (give the "
+            "ip and port it announces, as in CLUSTER NODES)",
+            (char *)c->argv[1]->ptr, port);
+        return;
+    }
+    if (target == server.cluster->myself) {
+        addReplyError(c, "I can't migrate hash slots to myself");
+        return;
+    }
+    if (!nodeIsMaster(target)) {
+        addReplyErrorFormat(c, "%s:%lld is not a master", (char *)c->argv[1]->ptr, port);
+        return;
+    }
+    if (target->flags & (CLUSTER_NODE_FAIL | CLUSTER_NODE_PFAIL)) {
+        addReplyErrorFormat(c, "%s:%lld is failing", (char *)c->argv[1]->ptr, port);
+        return;
+    }
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(bitmap, slot)) continue;
+        if (server.cluster->slots[slot] != server.cluster->myself) {
+            addReplyErrorFormat(c, "I'm not the owner of hash slot %d", slot);
+            return;
+        }
+        if (server.cluster->migrating_slots_to[slot] || server.cluster->importing_slots_from[slot]) {
+            addReplyErrorFormat(c, "Hash slot %d is already MIGRATING or IMPORTING "
+                "(finish or fix that first: redis-cli --cluster fix)", slot);
+            return;
+        }
+    }
+    if (mig != NULL) {
+        addReplyErrorFormat(c, "a migration is already running here (%s, phase %s): "
+            "see RDMAMIGRATESLOTS STATUS", migRoleName[mig->role], migPhaseName[mig->phase]);
+        return;
+    }
+    if (!slotCompactEnabled()) {
+        addReplyError(c, "slot-affinity is off, so keys are not in slot blocks: "
+            "CONFIG SET slot-affinity yes, or move the slots with MIGRATE "
+            "(redis-cli --cluster-transport legacy)");
+        return;
+    }
+    if (kind == MIG_KIND_RDMA && !migRdmaCompiled()) {
+        addReplyError(c, "TRANSPORT rdma: this server was built without RDMA "
+                         "(BUILD_RDMA=no); use tcp or auto");
+        return;
+    }
+    if (c->flags & CLIENT_MULTI) {
+        addReplyError(c, "RDMAMIGRATESLOTS can't run inside MULTI");
+        return;
+    }
+
+    migSession *s = migNewSession(MIG_ROLE_DONOR);
+    memcpy(s->bitmap, bitmap, sizeof(bitmap));
+    s->nslots = nslots;
+    s->kind = kind;
+    s->deadline_ms = s->start_ms + timeout;
+    snprintf(s->host, sizeof(s->host), "%s", target->ip);
+    s->port = (int)port;
+    memcpy(s->target, target->name, CLUSTER_NAMELEN);
+    if (pass) s->pass = sdsdup(pass->ptr);
+    if (user) s->user = sdsdup(user->ptr);
+    s->caller = c;
+    s->caller_id = c->id;
+    mig = s;
+    if (pthread_create(&s->thread, NULL, migDonorThread, s) != 0) {
+        mig = NULL;
+        s->caller = NULL;
+        migFail(s, "cannot start the migration thread: %s", strerror(errno));
+        addReplyErrorFormat(c, "migration failed in check: %s", s->error);
+        migEndSession(s, MIG_LAST_FAILED);
+        return;
+    }
+    s->thread_started = 1;
+    serverLog(LL_NOTICE, "Slot migration of %d slots to %.40s (%s:%d) started, "
+        "transport %s, timeout %lld ms", nslots, s->target, s->host, s->port,
+        migKindName(kind), timeout);
+    migBlock(c);
+    migStartTimer();
+}
+
+/* INITRDMASERVER <port> [TRANSPORT rdma|tcp|auto] [TIMEOUT ms] */
+void initRdmaServerCommand(client *c) {
+    long long port, timeout = MIG_DEFAULT_TIMEOUT_MS;
+    migKind kind;
+    char err[MIG_ERR_LEN] = "", tok[MIG_TOKEN_LEN + 1], ip[NET_IP_STR_LEN];
+
+    if (migCheckNode(c) == C_ERR) return;
+    kind = (migKind)server.migration_transport;
+    if (getLongLongFromObject(c->argv[1], &port) != C_OK || port < 0 || port > 65535) {
+        addReplyErrorFormat(c, "Invalid port '%s' (0-65535; 0: rdma-migration-port)",
+                            (char *)c->argv[1]->ptr);
+        return;
+    }
+    for (int j = 2; j < c->argc; j++) {
+        char *a = c->argv[j]->ptr;
+        if (!strcasecmp(a, "transport") && j + 1 < c->argc) {
+            if (migParseKind(c->argv[++j]->ptr, &kind) == -1) {
+                addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
+                                    (char *)c->argv[j]->ptr);
+                return;
+            }
+        } else if (!strcasecmp(a, "timeout") && j + 1 < c->argc) {
+            if (getLongLongFromObject(c->argv[++j], &timeout) != C_OK ||
+                timeout <= 0 || timeout > MIG_MAX_TIMEOUT_MS) {
+                addReplyErrorFormat(c, "Invalid TIMEOUT '%s'", (char *)c->argv[j]->ptr);
+                return;
+            }
+        } else {
+            addReplyErrorFormat(c, "Invalid or incomplete option '%s'", a);
+            return;
+        }
+    }
+    if (mig != NULL) {
+        addReplyErrorFormat(c, "a migration is already running here (%s, phase %s)",
+                            migRoleName[mig->role], migPhaseName[mig->phase]);
+        return;
+    }
+    if (!slotCompactEnabled()) {
+        addReplyError(c, "slot-affinity is off here: this node can't adopt slot blocks");
+        return;
+    }
+    if (c->conn == NULL || connSockName(c->conn, ip, sizeof(ip), NULL) == -1) {
+        addReplyError(c, "INITRDMASERVER must come over a TCP connection");
+        return;
+    }
+    if (port == 0) port = server.rdma_migration_port;
+    if (migGenerateToken(tok, err) == -1) {
+        addReplyErrorFormat(c, "%s", err);
+        return;
+    }
+    const char *bind = kind != MIG_KIND_TCP && server.rdma_bind[0] ? server.rdma_bind : ip;
+    migListener *l = migListen(kind, bind, (int)port, tok, err);
+    if (l == NULL && kind == MIG_KIND_AUTO && bind != ip) l = migListen(kind, ip, (int)port, tok, err);
+    if (l == NULL) {
+        addReplyErrorFormat(c, "cannot open the data listener: %s", err);
+        return;
+    }
+    migSession *s = migNewSession(MIG_ROLE_RECIPIENT);
+    s->listener = l;
+    s->kind = migListenerKind(l);
+    snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));
+    s->deadline_ms = s->start_ms + timeout;
+    s->donor_client_id = c->id;
+    s->phase = MIG_PHASE_TRANSFER;
+    mig = s;
+    if (pthread_create(&s->thread, NULL, migRecipientThread, s) != 0) {
+        mig = NULL;
+        migCloseListener(l);
+        s->listener = NULL;
+        addReplyErrorFormat(c, "cannot start the migration thread: %s", strerror(errno));
+        migFail(s, "cannot start the migration thread");
+        migEndSession(s, MIG_LAST_FAILED);
+        return;
+    }
+    s->thread_started = 1;
+    if (migListenerNote(l)[0])
+        serverLog(LL_NOTICE, "Slot migration: %s", migListenerNote(l));
+    addReplyMapLen(c, 4);
+    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, migKindName(s->kind));
+    addReplyBulkCString(c, "host"); addReplyBulkCString(c, bind);
+    addReplyBulkCString(c, "port"); addReplyLongLong(c, migListenerPort(l));
+    addReplyBulkCString(c, "token"); addReplyBulkCString(c, tok);
+    migStartTimer();
+}
+
+/* The recipient session of this client, or NULL after an error reply. */
+static migSession *migRecipientOf(client *c) {
+    if (migCheckNode(c) == C_ERR) return NULL;
+    if (mig == NULL || mig->role != MIG_ROLE_RECIPIENT) {
+        addReplyError(c, "no import is being prepared here: INITRDMASERVER first");
+        return NULL;
+    }
+    if (mig->donor_client_id != c->id) {
+        addReplyError(c, "the import belongs to the connection that sent INITRDMASERVER");
+        return NULL;
+    }
+    if (mig->rolling_back || mig->error) {
+        addReplyErrorFormat(c, "the import is failing: %s", mig->error ? mig->error : "rollback");
+        return NULL;
+    }
+    return mig;
+}
+
+/* RDMAREGISTER <slot> <nkeys> <manifest-addr> <nblocks> [<donor-addr> <size>]...
+ *              [<slot> ...] */
+void rdmaRegisterCommand(client *c) {
+    migSession *s = migRecipientOf(c);
+    if (s == NULL) return;
+    if (s->reg_requested) {
+        addReplyError(c, "RDMAREGISTER was already sent for this import");
+        return;
+    }
+    /* Parse and check everything before reserving anything. */
+    int j = 1, n = 0;
+    unsigned long long total = 0;
+    unsigned char seen[CLUSTER_SLOTS / 8];
+    memset(seen, 0, sizeof(seen));
+    migSlot *slots = zcalloc(sizeof(migSlot) * ((c->argc - 1) / 4 + 1));
+    while (j < c->argc) {
+        long long slot, nkeys, nblocks;
+        unsigned long long maddr;
+        if (c->argc - j < 4 ||
+            getLongLongFromObject(c->argv[j], &slot) != C_OK || slot < 0 || slot >= CLUSTER_SLOTS ||
+            getLongLongFromObject(c->argv[j + 1], &nkeys) != C_OK || nkeys < 0 ||
+            !string2ull(c->argv[j + 2]->ptr, &maddr) ||
+            getLongLongFromObject(c->argv[j + 3], &nblocks) != C_OK || nblocks < 1 ||
+            nblocks > (c->argc - j - 4) / 2) {
+            addReplyErrorFormat(c, "RDMAREGISTER: bad slot entry at argument %d "
+                "(<slot> <nkeys> <manifest-addr> <nblocks> then <addr> <size> per block)", j);
+            goto err;
+        }
+        if (migSlotIsSet(seen, (int)slot)) {
+            addReplyErrorFormat(c, "RDMAREGISTER: slot %lld is given twice", slot);
+            goto err;
+        }
+        if (server.cluster->slots[slot] == server.cluster->myself || !server.cluster->importing_slots_from[slot]) {
+            addReplyErrorFormat(c, "RDMAREGISTER: slot %lld is not IMPORTING here", slot);
+            goto err;
+        }
+        if (countKeysInSlot((unsigned int)slot)) {
+            addReplyErrorFormat(c, "RDMAREGISTER: slot %lld already holds %u keys here",
+                                slot, countKeysInSlot((unsigned int)slot));
+            goto err;
+        }
+        seen[slot >> 3] |= 1 << (slot & 7);
+        migSlot *ms = &slots[n++];
+        ms->slot = (int)slot;
+        ms->nkeys = (size_t)nkeys;
+        ms->manifest_addr = maddr;
+        ms->nblocks = (size_t)nblocks;
+        ms->blocks = zcalloc(sizeof(migBlockMap) * nblocks);
+        j += 4;
+        for (long long b = 0; b < nblocks; b++, j += 2) {
+            unsigned long long a, sz;
+            if (!string2ull(c->argv[j]->ptr, &a) || !string2ull(c->argv[j + 1]->ptr, &sz) ||
+                sz == 0 || sz % SLOTALLOC_UNIT_SIZE || sz > (1ULL << 40) ||
+                a % SLOTALLOC_UNIT_SIZE) {
+                addReplyErrorFormat(c, "RDMAREGISTER: slot %lld block %lld: bad address "
+                    "or size (multiples of %d)", slot, b, SLOTALLOC_UNIT_SIZE);
+                goto err;
+            }
+            ms->blocks[b].donor = a;
+            ms->blocks[b].size = sz;
+            total += sz;
+        }
+    }
+    if (server.maxmemory && zmalloc_used_memory() + total > server.maxmemory) {
+        addReplyErrorFormat(c, "-OOM RDMAREGISTER: %llu bytes of blocks would take "
+            "used memory past maxmemory", total);
+        goto err;
+    }
+    /* Reserve every slot's blocks, all or nothing. */
+    for (int i = 0; i < n; i++) {
+        migSlot *ms = &slots[i];
+        size_t *sizes = zmalloc(sizeof(size_t) * ms->nblocks);
+        void **addrs = zmalloc(sizeof(void *) * ms->nblocks);
+        for (size_t b = 0; b < ms->nblocks; b++) sizes[b] = ms->blocks[b].size;
+        int r = slotAllocReserveBlocks(ms->slot, ms->nblocks, sizes, addrs);
+        if (r == 0)
+            for (size_t b = 0; b < ms->nblocks; b++) ms->blocks[b].local = addrs[b];
+        zfree(sizes);
+        zfree(addrs);
+        if (r == -1) {
+            for (int k = 0; k < i; k++)
+                for (size_t b = 0; b < slots[k].nblocks; b++)
+                    slotAllocReleaseBlock(slots[k].blocks[b].local);
+            addReplyErrorFormat(c, "-OOM RDMAREGISTER: cannot reserve %zu blocks for "
+                "slot %d: %s", ms->nblocks, ms->slot, strerror(errno));
+            n = 0;
+            for (int k = 0; k < i + 1; k++) zfree(slots[k].blocks);
+            zfree(slots);
+            return;
+        }
+    }
+    s->slots = slots;
+    s->nmig = n;
+    memcpy(s->bitmap, seen, sizeof(seen));
+    s->nslots = n;
+    uint32_t nb = 0;
+    for (int i = 0; i < n; i++) nb += (uint32_t)slots[i].nblocks;
+    s->reg_n = nb;
+    s->reg_addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
+    s->reg_lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    s->reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
+    nb = 0;
+    for (int i = 0; i < n; i++) {
+        for (size_t b = 0; b < slots[i].nblocks; b++, nb++) {
+            s->reg_addrs[nb] = slots[i].blocks[b].local;
+            s->reg_lens[nb] = slots[i].blocks[b].size;
+        }
+    }
+    s->bytes_total = (long long)total;
+    s->reg_client = c;
+    pthread_mutex_lock(&s->lock);
+    s->reg_requested = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    migBlock(c);
+    return;
+err:
+    for (int i = 0; i < n; i++) zfree(slots[i].blocks);
+    zfree(slots);
+}
+
+/* RDMADONE <slot|start-end>...: the transfer is over; adopt. The reply is
+ * deferred until every key is linked (it plays PATCHANDADDDONE). */
+void rdmaDoneCommand(client *c) {
+    migSession *s = migRecipientOf(c);
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int nslots;
+
+    if (s == NULL) return;
+    if (migParseSlots(c, 1, c->argc, bitmap, &nslots) == C_ERR) return;
+    if (!s->reg_requested || s->reg_done != 1) {
+        addReplyError(c, "RDMADONE before RDMAREGISTER completed");
+        return;
+    }
+    if (s->done_requested) {
+        addReplyError(c, "RDMADONE was already sent for this import");
+        return;
+    }
+    /* The slots given are the import's: the registered ones (which hold
+     * keys) plus empty ones, all IMPORTING. */
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (migSlotIsSet(s->bitmap, slot) && !migSlotIsSet(bitmap, slot)) {
+            addReplyErrorFormat(c, "RDMADONE: slot %d was registered but is not given", slot);
+            return;
+        }
+        if (migSlotIsSet(bitmap, slot) && server.cluster->slots[slot] != server.cluster->myself &&
+            !server.cluster->importing_slots_from[slot]) {
+            addReplyErrorFormat(c, "RDMADONE: slot %d is not IMPORTING here", slot);
+            return;
+        }
+    }
+    memcpy(s->bitmap, bitmap, sizeof(bitmap));
+    s->nslots = nslots;
+    s->propagate = server.aof_state != AOF_OFF ||
+        (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
+    s->done_client = c;
+    migSetPhase(s, MIG_PHASE_PATCH);
+    pthread_mutex_lock(&s->lock);
+    s->done_requested = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    migBlock(c);
+}
+
+/* ============================ Hooks and INFO ============================== */
+
+void migrationClientUnblocked(client *c) {
+    migSession *s = mig;
+    if (s == NULL) return;
+    if (s->caller == c) s->caller = NULL;
+    if (s->reg_client == c) s->reg_client = NULL;
+    if (s->done_client == c) s->done_client = NULL;
+}
+
+/* CLIENT UNBLOCK of a migration's caller: it stops waiting, the migration
+ * goes on. */
+void migrationReplyUnblocked(client *c) {
+    addReplyError(c, "-UNBLOCKED the client stopped waiting; the migration "
+                     "goes on (RDMAMIGRATESLOTS STATUS)");
+}
+
+sds migrationGenInfo(sds info) {
+    migSession *s = mig;
+    migStats t = migLast.tstats;
+    if (s) {
+        t.wr_posted += s->tstats.wr_posted;
+        t.chains_posted += s->tstats.chains_posted;
+        t.rdma_bytes_written += s->tstats.rdma_bytes_written;
+        t.tcp_bytes_sent += s->tstats.tcp_bytes_sent;
+    }
+    return sdscatprintf(info,
+        "migration_state:%s\r\n"
+        "migration_role:%s\r\n"
+        "migration_phase:%s\r\n"
+        "migration_slots:%d\r\n"
+        "migration_keys:%lld\r\n"
+        "migration_bytes:%lld\r\n"
+        "migration_bytes_total:%lld\r\n"
+        "migration_last_status:%s\r\n"
+        "migration_last_error:%s\r\n"
+        "migration_last_transport:%s\r\n"
+        "migration_last_keys:%lld\r\n"
+        "migration_last_bytes:%lld\r\n"
+        "migration_last_ms:%lld\r\n"
+        "migration_last_write_pause_ms:%lld\r\n"
+        "migration_total_migrations:%lld\r\n"
+        "migration_total_failed:%lld\r\n"
+        "migration_total_keys:%lld\r\n"
+        "migration_total_bytes:%lld\r\n"
+        "migration_rdma_wr_posted:%llu\r\n"
+        "migration_rdma_chains_posted:%llu\r\n"
+        "migration_rdma_bytes_written:%llu\r\n"
+        "migration_tcp_bytes_sent:%llu\r\n",
+        s ? "running" : "idle",
+        migRoleName[s ? s->role : MIG_ROLE_NONE],
+        migPhaseName[s ? s->phase : MIG_PHASE_IDLE],
+        s ? s->nslots : 0,
+        s ? s->keys : 0,
+        s ? (s->role == MIG_ROLE_DONOR ? s->bytes_sent : s->bytes) : 0,
+        s ? s->bytes_total : 0,
+        migLastName[migLast.last],
+        migLast.last_error ? migLast.last_error : "",
+        migLast.last_transport[0] ? migLast.last_transport : "none",
+        migLast.keys, migLast.bytes, migLast.elapsed_ms, migLast.write_pause_ms,
+        migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
+        (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
+        (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
+}
+
+/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET */
+void migrationDebugCommand(client *c) {
+    long long ms;
+    if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
+        memset(migDelayMs, 0, sizeof(migDelayMs));
+        addReply(c, shared.ok);
+        return;
+    }
+    if (c->argc != 4) {
+        addReplyError(c, "syntax: DEBUG MIGRATION-DELAY <phase> <ms> | RESET");
+        return;
+    }
+    for (int p = MIG_PHASE_PREPARE; p <= MIG_PHASE_DELETE; p++) {
+        if (strcasecmp(c->argv[2]->ptr, migPhaseName[p])) continue;
+        if (getLongLongFromObject(c->argv[3], &ms) != C_OK || ms < 0 || ms > 3600000) {
+            addReplyError(c, "the delay is milliseconds, 0 to 3600000");
+            return;
+        }
+        migDelayMs[p] = ms;
+        addReply(c, shared.ok);
+        return;
+    }
+    addReplyErrorFormat(c, "unknown phase '%s' (prepare, transfer, patch, handover, delete)",
+                        (char *)c->argv[2]->ptr);
+}

@@ -1,0 +1,35 @@
+/* migration.h -- slot migration as memory blocks: the commands and the
+ * hooks upstream files call (src/migration.c; DESIGN.md section 5).
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#ifndef __MIGRATION_H
+#define __MIGRATION_H
+
+#include "sds.h"
+
+struct client;
+
+/* Commands (their JSON is in src/commands/). */
+void rdmaMigrateSlotsCommand(struct client *c);
+void initRdmaServerCommand(struct client *c);
+void rdmaRegisterCommand(struct client *c);
+void rdmaDoneCommand(struct client *c);
+
+/* blocked.c: a client blocked by a migration command is being unblocked
+ * (disconnected, CLIENT UNBLOCK...): forget it, the migration goes on. */
+void migrationClientUnblocked(struct client *c);
+void migrationReplyUnblocked(struct client *c);
+
+/* cluster.c: a slot lost to the cluster bus whose keys the migration
+ * deletes itself (with DELs to replicas and AOF). */
+int migrationDeletesSlot(int slot);
+
+/* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
+sds migrationGenInfo(sds info);
+
+/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET (tests). */
+void migrationDebugCommand(struct client *c);
+
+#endif
