@@ -173,6 +173,8 @@ typedef struct migSession {
     int handed_over;
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
+    unsigned char importing[CLUSTER_SLOTS / 8]; /* IMPORTING at INITRDMASERVER
+                                     * (the donor sets it just before). */
     char donor_name[CLUSTER_NAMELEN];
     migListener *listener;
     migConn *conn;
@@ -1249,7 +1251,8 @@ static void migRecipientRollback(migSession *s) {
     int any = 0;
     memset(stable, 0, sizeof(stable));
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        if (migSlotIsSet(s->bitmap, slot) && server.cluster->importing_slots_from[slot]) {
+        if ((migSlotIsSet(s->bitmap, slot) || migSlotIsSet(s->importing, slot)) &&
+            server.cluster->importing_slots_from[slot]) {
             stable[slot >> 3] |= 1 << (slot & 7);
             any = 1;
         }
@@ -1695,6 +1698,9 @@ void initRdmaServerCommand(client *c) {
     s->deadline_ms = s->start_ms + timeout;
     s->donor_client_id = c->id;
     s->phase = MIG_PHASE_TRANSFER;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (server.cluster->importing_slots_from[slot])
+            s->importing[slot >> 3] |= 1 << (slot & 7);
     mig = s;
     if (pthread_create(&s->thread, NULL, migRecipientThread, s) != 0) {
         mig = NULL;
