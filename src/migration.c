@@ -375,9 +375,15 @@ static void migEndSession(migSession *s, int last) {
     migLast.tstats.tcp_bytes_received += s->tstats.tcp_bytes_received;
     if (last == MIG_LAST_OK)
         serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
-            "%lld bytes over %s in %lld ms (writes paused %lld ms)",
+            "%lld bytes over %s in %lld ms (prepare %lld, transfer %lld, "
+            "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
+            "paused %lld ms)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
-            migLast.last_transport, migLast.elapsed_ms, s->write_pause_ms);
+            migLast.last_transport, migLast.elapsed_ms,
+            s->phase_ms[MIG_PHASE_PREPARE], s->phase_ms[MIG_PHASE_TRANSFER],
+            s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
+            s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
+            s->write_pause_ms);
     else
         serverLog(LL_WARNING, "Slot migration (%s) of %d slots %s in %s: %s",
             migRoleName[s->role], s->nslots,
@@ -458,20 +464,22 @@ static int migRunOnMain(migSession *s, migMainFn *fn) {
     return r;
 }
 
-static void migRunJobSlice(migSession *s) {
+/* Returns 1 if a slice ran (more may follow at once). */
+static int migRunJobSlice(migSession *s) {
     migMainFn *fn;
     pthread_mutex_lock(&s->lock);
     fn = s->job_done ? NULL : s->job;
     pthread_mutex_unlock(&s->lock);
-    if (fn == NULL) return;
+    if (fn == NULL) return 0;
     int r = fn(s);
-    if (r == 1) return;
+    if (r == 1) return 1;
     pthread_mutex_lock(&s->lock);
     s->job = NULL;
     s->job_result = r;
     s->job_done = 1;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
+    return 1;
 }
 
 /* ============================== Donor: main =============================== */
@@ -1235,6 +1243,9 @@ static void migRecipientRollback(migSession *s) {
     server.propagate_no_multi = 0;
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
+        /* A slot this node owns now keeps what it has (it can only have
+         * been handed over after every key was linked). */
+        if (server.cluster->slots[ms->slot] == server.cluster->myself) continue;
         if (ms->has_keys) {
             migAdoptedFree(&ms->keys);
             ms->has_keys = 0;
@@ -1286,10 +1297,25 @@ static void migRecipientReplyError(migSession *s, client **cp) {
     unblockClient(c);
 }
 
-/* One call of the timer for a recipient session. */
-static void migRecipientTick(migSession *s) {
+/* One call of the timer for a recipient session. Returns 1 if it linked
+ * keys (more may follow at once). */
+static int migRecipientTick(migSession *s) {
     int done;
     atomicGet(s->thread_done, done);
+
+    /* Handed over: the slots are ours (checked first: the donor closes
+     * its connection once it is done, which is no failure then). */
+    if (s->linked_all && !s->rolling_back) {
+        int all = 1;
+        for (int slot = 0; slot < CLUSTER_SLOTS && all; slot++)
+            if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != server.cluster->myself)
+                all = 0;
+        if (all) {
+            s->owned = 1;
+            migEndSession(s, MIG_LAST_OK);
+            return 0;
+        }
+    }
 
     /* Failure: wait for the thread, then drop everything. */
     if (!s->rolling_back && !s->owned) {
@@ -1306,7 +1332,7 @@ static void migRecipientTick(migSession *s) {
         }
     }
     if (s->rolling_back) {
-        if (!done) return;
+        if (!done) return 0;
         if (s->thread_started) pthread_join(s->thread, NULL);
         s->thread_started = 0;
         migRecipientCloseTransport(s);
@@ -1315,7 +1341,7 @@ static void migRecipientTick(migSession *s) {
         migRecipientReplyError(s, &s->done_client);
         int cancel = s->error && strstr(s->error, "cancelled") != NULL;
         migEndSession(s, cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED);
-        return;
+        return 0;
     }
 
     /* RDMAREGISTER done by the thread: answer it. */
@@ -1354,7 +1380,7 @@ static void migRecipientTick(migSession *s) {
         }
         latencyEndMonitor(lat);
         latencyAddSampleIfNeeded("migration-link-slice", lat);
-        if (s->link_cursor < s->nmig) return;
+        if (s->link_cursor < s->nmig) return 1;
         s->linked_all = 1;
         for (int i = 0; i < s->nmig; i++) {
             /* DUMP-path values are in the heap: relocate them. */
@@ -1373,18 +1399,7 @@ static void migRecipientTick(migSession *s) {
         }
         migSetPhase(s, MIG_PHASE_HANDOVER);
     }
-
-    /* Handed over: the slots are ours. */
-    if (s->linked_all) {
-        int all = 1;
-        for (int slot = 0; slot < CLUSTER_SLOTS && all; slot++)
-            if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != server.cluster->myself)
-                all = 0;
-        if (all) {
-            s->owned = 1;
-            migEndSession(s, MIG_LAST_OK);
-        }
-    }
+    return 0;
 }
 
 /* ================================ The timer =============================== */
@@ -1396,19 +1411,22 @@ static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
         migTimerId = -1;
         return AE_NOMORE;
     }
+    int busy;
     if (s->role == MIG_ROLE_DONOR) {
         int done;
-        migRunJobSlice(s);
+        busy = migRunJobSlice(s);
         atomicGet(s->thread_done, done);
         if (done) migDonorFinish(s);
     } else {
-        migRecipientTick(s);
+        busy = migRecipientTick(s);
     }
     if (mig == NULL) {
         migTimerId = -1;
         return AE_NOMORE;
     }
-    return 1;
+    /* While there is main thread work, the next slice comes right after
+     * the clients' events of this loop iteration; else look again in 1 ms. */
+    return busy ? 0 : 1;
 }
 
 /* ================================ Commands ================================ */
