@@ -868,6 +868,10 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             segs[k].remoteOffset = 0;
         }
     }
+    if (nb == 0) {                  /* Only empty slots: nothing to send. */
+        ok = 1;
+        goto done;
+    }
     if (migRegisterSendBlocks(conn, addrs, lens, (uint32_t)nb, err) == -1) {
         migFail(s, "%s", err);
         goto done;
@@ -1136,7 +1140,9 @@ static void *migRecipientThread(void *arg) {
 
     /* RDMAREGISTER: register the reserved blocks. */
     if (!migWaitFor(s, &s->reg_requested)) { migFailAborted(s); goto out; }
-    int r = migRegisterRecvBlocks(conn, s->reg_addrs, s->reg_lens, s->reg_n, s->reg_desc, err);
+    /* No blocks (every slot is empty): nothing to register or receive. */
+    int r = s->reg_n == 0 ? 0 :
+        migRegisterRecvBlocks(conn, s->reg_addrs, s->reg_lens, s->reg_n, s->reg_desc, err);
     if (r == -1) migFail(s, "%s", err);
     pthread_mutex_lock(&s->lock);
     s->reg_done = r == -1 ? -1 : 1;
@@ -1145,7 +1151,7 @@ static void *migRecipientThread(void *arg) {
 
     /* The donor writes; its summary must match what we registered. */
     long long left = migRemainingMs(s);
-    if (migWaitTransfer(conn, (int)(left > INT_MAX ? INT_MAX : left), err) == -1) {
+    if (s->reg_n && migWaitTransfer(conn, (int)(left > INT_MAX ? INT_MAX : left), err) == -1) {
         if (migAborting(s)) migFailAborted(s);
         else migFail(s, "%s", err);
         goto out;
