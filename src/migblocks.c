@@ -125,14 +125,18 @@ static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
 }
 
 /* Build the manifest of a slot whose keys are in its blocks (compact the
- * slot first). Main thread; nothing may write the slot's keys until the
- * blocks are copied and migFreeManifest() is called. */
-int migBuildManifest(int slot, migManifest *m, sds *err) {
+ * slot first), in steps: migManifestBegin() allocates it, each
+ * migManifestStep() writes records until its time budget is used (1: more
+ * to do, 0: done, -1: error, the manifest freed). Main thread; nothing may
+ * write the slot's keys, add or remove one, until the blocks are copied
+ * and migFreeManifest() is called. The position is kept as the next key's
+ * name (dictEntries may be moved by active defrag between steps; names in
+ * slot blocks are not). */
+int migManifestBegin(int slot, migManifest *m, sds *err) {
     dictEntry *de = (*server.db[0].slots_to_keys).by_slot[slot].head;
-    size_t n = (*server.db[0].slots_to_keys).by_slot[slot].count, i = 0;
+    size_t n = (*server.db[0].slots_to_keys).by_slot[slot].count;
     size_t bytes = sizeof(migManifestHeader) + n * sizeof(migKeyRec);
     migManifestHeader *h;
-    migKeyRec *rec;
 
     memset(m, 0, sizeof(*m));
     m->slot = slot;
@@ -145,24 +149,46 @@ int migBuildManifest(int slot, migManifest *m, sds *err) {
     h->version = MIG_MANIFEST_VERSION;
     h->slot = (uint16_t)slot;
     h->nkeys = n;
-    rec = (migKeyRec *)(h + 1);
     m->addr = h;
+    m->capacity = n;
+    m->next = de ? dictGetKey(de) : NULL;
+    return C_OK;
+}
+
+int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
+    migManifestHeader *h = m->addr;
+    migKeyRec *rec = (migKeyRec *)(h + 1);
+    int slot = m->slot;
+    size_t i = m->nkeys, first = m->nkeys;
+    dictEntry *de = NULL;
+    monotime start;
+
+    elapsedStart(&start);
+    if (m->next && (de = dictFind(server.db[0].dict, m->next)) == NULL) {
+        *err = sdscatprintf(sdsempty(), "slot %d changed while its manifest "
+            "was being built", slot);
+        goto fail;
+    }
     for (; de; de = migNextInSlot(de), i++) {
         sds key = dictGetKey(de);
         robj *o = dictGetVal(de);
         migKeyRec *r = &rec[i];
+        robj keyobj;
 
-        serverAssert(i < n);
+        if (i >= m->capacity) {
+            *err = sdscatprintf(sdsempty(), "slot %d gained keys while its "
+                "manifest was being built", slot);
+            goto fail;
+        }
+        if (i > first && (i & 15) == 0 && elapsedUs(start) >= budget_us) break;
         memset(r, 0, sizeof(*r));
         r->key = (uintptr_t)key;
-        r->expire = getExpire(&server.db[0], &(robj){.type = OBJ_STRING,
-            .encoding = OBJ_ENCODING_RAW, .refcount = OBJ_STATIC_REFCOUNT, .ptr = key});
+        initStaticStringObject(keyobj, key);
+        r->expire = getExpire(&server.db[0], &keyobj);
         if (slotAllocSlotOf(sdsAllocPtr(key)) != slot) {
             *err = sdscatprintf(sdsempty(), "key '%s' of slot %d is not in the "
                 "slot's blocks (compact the slot first)", key, slot);
-            migFreeManifest(m);
-            m->nkeys = 0;
-            return C_ERR;
+            goto fail;
         }
         if (o->refcount == OBJ_SHARED_REFCOUNT && o->type == OBJ_STRING &&
             o->encoding == OBJ_ENCODING_INT) {
@@ -174,17 +200,13 @@ int migBuildManifest(int slot, migManifest *m, sds *err) {
             r->val = (uintptr_t)o;
             m->keys_zero_copy++;
         } else {
-            robj keyobj;
             size_t len;
             void *p;
 
-            initStaticStringObject(keyobj, key);
             if ((p = migDumpIntoSlot(slot, &keyobj, o, &len)) == NULL) {
                 *err = sdscatprintf(sdsempty(), "no room in the slot allocator "
                     "for the payload of key '%s' of slot %d", key, slot);
-                m->nkeys = i;
-                migFreeManifest(m);
-                return C_ERR;
+                goto fail;
             }
             r->path = MIG_PATH_DUMP;
             r->val = (uintptr_t)p;
@@ -194,8 +216,24 @@ int migBuildManifest(int slot, migManifest *m, sds *err) {
         }
         m->nkeys = i + 1;
     }
-    serverAssert(i == n);
-    return C_OK;
+    m->next = de ? dictGetKey(de) : NULL;
+    if (de) return 1;
+    if (m->nkeys != m->capacity) {
+        *err = sdscatprintf(sdsempty(), "slot %d lost keys while its manifest "
+            "was being built", slot);
+        goto fail;
+    }
+    return 0;
+fail:
+    migFreeManifest(m);
+    m->nkeys = 0;
+    return -1;
+}
+
+/* The whole manifest at once (DEBUG SLOTREPLANT). */
+int migBuildManifest(int slot, migManifest *m, sds *err) {
+    if (migManifestBegin(slot, m, err) == C_ERR) return C_ERR;
+    return migManifestStep(m, UINT64_MAX, err) == 0 ? C_OK : C_ERR;
 }
 
 /* Free the manifest and the payloads it points to (donor side, after the

@@ -40,8 +40,12 @@ typedef struct migManifest {
     size_t keys_zero_copy;
     size_t keys_serialized;
     size_t payload_bytes;       /* DUMP payloads written. */
+    size_t capacity;            /* Records allocated (the slot's keys). */
+    sds next;                   /* Next key to write (in the blocks). */
 } migManifest;
 
+int migManifestBegin(int slot, migManifest *m, sds *err);
+int migManifestStep(migManifest *m, uint64_t budget_us, sds *err);
 int migBuildManifest(int slot, migManifest *m, sds *err);
 void migFreeManifest(migManifest *m);
 

@@ -551,18 +551,30 @@ static int migDonorPrepareStep(migSession *s) {
         s->cursor = 0;
         break;
     case 3: {
+        /* One slot's manifest, resumable within a slot. */
         if (s->cursor == s->nmig) {
             s->stage = 4;
             break;
         }
         migSlot *ms = &s->slots[s->cursor];
         sds err = NULL;
-        if (migBuildManifest(ms->slot, &ms->manifest, &err) == C_ERR) {
+        int r;
+        if (!ms->has_manifest) {
+            if (migManifestBegin(ms->slot, &ms->manifest, &err) == C_ERR) {
+                migFail(s, "slot %d: %s", ms->slot, err);
+                sdsfree(err);
+                return -1;
+            }
+            ms->has_manifest = 1;
+        }
+        r = migManifestStep(&ms->manifest, MIG_SLICE_US / 2, &err);
+        if (r == -1) {
+            ms->has_manifest = 0;
             migFail(s, "slot %d: %s", ms->slot, err);
             sdsfree(err);
             return -1;
         }
-        ms->has_manifest = 1;
+        if (r == 1) break;
         ms->nkeys = ms->manifest.nkeys;
         s->keys += ms->nkeys;
         s->keys_zero_copy += ms->manifest.keys_zero_copy;
@@ -628,14 +640,24 @@ static int migDonorHandoverSlice(migSession *s) {
 }
 
 /* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
- * its replicas and AOF. Then the manifests. Emptied blocks return to the
- * OS as whole blocks. */
+ * its replicas and AOF, and each slot's manifest once its keys are gone.
+ * Emptied blocks return to the OS as whole blocks. A donor that gave away
+ * its last slot turns into a replica of the recipient (as with SETSLOT),
+ * whose full sync replaces the whole dataset: then there is nothing left
+ * to delete, and deleting would hit the keys the sync brings. */
 static int migDonorDeleteSlice(migSession *s) {
     redisDb *db = &server.db[0];
     monotime start;
     mstime_t lat;
     int n = 0, prev_core = server.core_propagates;
 
+    if (server.masterhost) {
+        serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
+                  "its full sync replaces the keys left to delete");
+        migDonorFreeManifests(s);
+        migUnpinAll(s);
+        return 0;
+    }
     elapsedStart(&start);
     latencyStartMonitor(lat);
     server.core_propagates = 1;
@@ -645,7 +667,18 @@ static int migDonorDeleteSlice(migSession *s) {
         dictEntry *de;
         if (!migSlotIsSet(s->bitmap, slot) ||
             (de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
+            /* The slot is empty: its manifest goes too (s->slots is in
+             * slot order; stage counts how many are done). */
+            while (s->stage < s->nmig && s->slots[s->stage].slot <= slot) {
+                migSlot *ms = &s->slots[s->stage++];
+                if (ms->has_manifest) {
+                    migFreeManifest(&ms->manifest);
+                    ms->has_manifest = 0;
+                }
+            }
+            slotCompactPin(slot, 0);
             s->cursor++;
+            if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
             continue;
         }
         sds key = dictGetKey(de);
@@ -662,10 +695,7 @@ static int migDonorDeleteSlice(migSession *s) {
     server.propagate_no_multi = 0;
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-delete-slice", lat);
-    if (s->cursor < CLUSTER_SLOTS) return 1;
-    migDonorFreeManifests(s);
-    migUnpinAll(s);
-    return 0;
+    return s->cursor < CLUSTER_SLOTS ? 1 : 0;
 }
 
 /* Whether this node's view says the recipient owns every slot (its claim
