@@ -1369,6 +1369,9 @@ static int migRecipientTick(migSession *s) {
     }
     if (s->rolling_back) {
         if (!done) return 0;
+        /* A FLUSHALL ASYNC may still be freeing adopted keys: the blocks'
+         * leftovers are freed below, after it. */
+        if (bioPendingJobsOfType(BIO_LAZY_FREE)) return 0;
         if (s->thread_started) pthread_join(s->thread, NULL);
         s->thread_started = 0;
         migRecipientCloseTransport(s);
