@@ -111,6 +111,19 @@ static int migZeroCopyable(robj *o, int slot) {
     }
 }
 
+/* Whether a value's encoding can travel as it is (if it lies in the
+ * blocks). */
+static int migFlatEncoding(robj *o) {
+    switch (o->type) {
+    case OBJ_STRING: return 1;
+    case OBJ_LIST: return o->encoding == OBJ_ENCODING_QUICKLIST;
+    case OBJ_SET: return o->encoding == OBJ_ENCODING_INTSET;
+    case OBJ_HASH:
+    case OBJ_ZSET: return o->encoding == OBJ_ENCODING_LISTPACK;
+    default: return 0;
+    }
+}
+
 /* Write the DUMP payload of a value into the slot's blocks. */
 static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
     rio payload;
@@ -181,6 +194,15 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
             goto fail;
         }
         if (i > first && (i & 15) == 0 && elapsedUs(start) >= budget_us) break;
+        /* A straggler background compaction has not visited: move it now
+         * (once), so its key is in the blocks and a flat value travels
+         * without serialization. */
+        if (slotAllocSlotOf(sdsAllocPtr(key)) != slot ||
+            (o->refcount == 1 && migFlatEncoding(o) && !migZeroCopyable(o, slot))) {
+            slotCompactKeyNow(de);
+            key = dictGetKey(de);
+            o = dictGetVal(de);
+        }
         memset(r, 0, sizeof(*r));
         r->key = (uintptr_t)key;
         initStaticStringObject(keyobj, key);

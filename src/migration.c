@@ -170,6 +170,7 @@ typedef struct migSession {
     migMainFn *job;                 /* Main thread job the thread waits on. */
     int job_result, job_done;
     int stage, cursor;              /* Progress of the current job. */
+    long long stage_start_ms;
     int handed_over;
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
@@ -503,22 +504,19 @@ static int migAnyPending(migSession *s) {
     return 0;
 }
 
-static void migRequestCompaction(migSession *s) {
-    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-        if (migSlotIsSet(s->bitmap, slot) && countKeysInSlot(slot))
-            slotCompactRequest(slot);
-}
-
 /* Prepare (phase 3), in slices: relocate the slots' keys into their blocks
  * while writes still flow; freeze the slots; relocate what was written
  * meanwhile; wait for pending lazy frees (they write allocator metadata in
  * the blocks); pin the slots; build one manifest per slot holding keys
  * (one slot per slice); list the blocks. */
 #define MIG_PREPARE_UNFROZEN_MS 2000    /* Then freeze even if not done. */
+#define MIG_PREPARE_FROZEN_MS 100       /* Queued writes, once frozen. */
 static int migDonorPrepareStep(migSession *s) {
     switch (s->stage) {
     case 0:
-        migRequestCompaction(s);
+        /* Slots (or their big keys) background compaction still has to
+         * visit go first. Keys already visited are in their blocks, and
+         * written ones are queued (slotCompactKeyModified). */
         s->stage = 1;
         break;
     case 1:
@@ -527,13 +525,15 @@ static int migDonorPrepareStep(migSession *s) {
             break;
         }
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
-        /* Keys written since their visit: walk the slots again (keys in
-         * place cost a pointer check per allocation). */
-        migRequestCompaction(s);
         s->stage = 2;
+        s->stage_start_ms = mstime();
         break;
     case 2:
-        if (migAnyPending(s)) {
+        /* Frozen: what was written meanwhile (queued keys, of any slot:
+         * the queue is not per slot), for a bounded time; stragglers left
+         * are moved one by one as the manifest meets them. */
+        if ((migAnyPending(s) || slotCompactQueuedKeys()) &&
+            mstime() - s->stage_start_ms < MIG_PREPARE_FROZEN_MS) {
             slotCompactStep(MIG_SLICE_US / 2);
             break;
         }

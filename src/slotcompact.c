@@ -455,6 +455,24 @@ static long long slotCompactSlotNow(int slot) {
     return keys;
 }
 
+/* Relocate one key now, big values included, even in a pinned slot: a
+ * migration's manifest meets a key that background compaction has not
+ * visited yet (main thread, writes to the slot frozen). Returns 1 if
+ * anything moved. */
+int slotCompactKeyNow(dictEntry *de) {
+    sds key = dictGetKey(de);
+    int slot = (int)keyHashSlot(key, (int)sdslen(key));
+    int pinned = slotCompactIsPinned(slot), moved;
+
+    if (!slotCompactEnabled()) return 0;
+    slotCompactPin(slot, 0);
+    slotCompactBegin(slot, slotCompactMove, 1);
+    moved = slotCompactKey(de);
+    slotCompactEnd();
+    slotCompactPin(slot, pinned);
+    return moved;
+}
+
 /* Relocate one slot now, synchronously (main thread). */
 long long slotCompactSlotSync(int slot) {
     return slotCompactSlotNow(slot);
@@ -616,6 +634,11 @@ void slotCompactPin(int slot, int on) {
 
 int slotCompactIsPinned(int slot) {
     return slot >= 0 && ((sc.pinned[slot >> 3] >> (slot & 7)) & 1);
+}
+
+/* Written keys queued for a visit, all slots. */
+size_t slotCompactQueuedKeys(void) {
+    return dictSize(sc.dirty_keys);
 }
 
 /* Whether the slot still has keys the cycle has not visited since it was
@@ -809,8 +832,10 @@ void slotCompactRequest(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }
 int slotCompactStep(uint64_t budget_us) { UNUSED(budget_us); return 0; }
 long long slotCompactSlotSync(int slot) { UNUSED(slot); return 0; }
+int slotCompactKeyNow(dictEntry *de) { UNUSED(de); return 0; }
 void slotCompactPin(int slot, int on) { UNUSED(slot); UNUSED(on); }
 int slotCompactIsPinned(int slot) { UNUSED(slot); return 0; }
+size_t slotCompactQueuedKeys(void) { return 0; }
 #endif
 
 /* DEBUG SLOTCOMPACT <slot>|ALL

@@ -41,6 +41,10 @@ long long slotCompactSlotSync(int slot);
 /* While a migration reads a slot's blocks: no relocation, no draining. */
 void slotCompactPin(int slot, int on);
 int slotCompactIsPinned(int slot);
+/* One key now, even in a pinned slot (a migration's stragglers). */
+struct dictEntry;
+int slotCompactKeyNow(struct dictEntry *de);
+size_t slotCompactQueuedKeys(void);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);
