@@ -54,6 +54,7 @@ typedef struct migBlockMap {
     uint64_t donor;             /* Donor address of the block. */
     uint64_t size;
     char *local;                /* The adopted copy. */
+    uint64_t expect;            /* Migration: bytes the donor sends. */
 } migBlockMap;
 
 /* Keys checked and rebuilt, ready to be linked. */

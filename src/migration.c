@@ -182,6 +182,7 @@ typedef struct migSession {
     int reg_requested, reg_done;    /* RDMAREGISTER handed to the thread. */
     void **reg_addrs;
     uint64_t *reg_lens;
+    uint64_t *reg_expect;           /* Bytes the donor sends into each. */
     uint32_t reg_n;
     migBlockDesc *reg_desc;
     client *reg_client;
@@ -398,6 +399,7 @@ static void migEndSession(migSession *s, int last) {
     zfree(s->slots);
     zfree(s->reg_addrs);
     zfree(s->reg_lens);
+    zfree(s->reg_expect);
     zfree(s->reg_desc);
     sdsfree(s->user);
     sdsfree(s->pass);
@@ -590,11 +592,15 @@ static int migDonorPrepareStep(migSession *s) {
             n = slotAllocSlotBlocks(ms->slot, bi, n);
             ms->blocks = zmalloc(sizeof(migBlockMap) * (n ? n : 1));
             ms->nblocks = n;
+            ms->nblocks = 0;
             for (size_t b = 0; b < n; b++) {
-                ms->blocks[b].donor = (uintptr_t)bi[b].addr;
-                ms->blocks[b].size = bi[b].size;
-                ms->blocks[b].local = bi[b].addr;
-                s->bytes_total += bi[b].size;
+                /* An empty block holds nothing to ship; it may even be
+                 * released meanwhile (the slot's cached empty block). */
+                if (bi[b].live_allocs == 0) continue;
+                migBlockMap *bm = &ms->blocks[ms->nblocks++];
+                bm->donor = (uintptr_t)bi[b].addr;
+                bm->size = bi[b].size;
+                bm->local = bi[b].addr;
             }
             zfree(bi);
         }
@@ -836,11 +842,32 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     size_t nb = 0, k = 0;
     redisReply *r;
 
+    /* What each block holds (slotAllocBlockUsedRanges): only that is
+     * sent. The slots are frozen and pinned, their page tables still. */
+    size_t nseg = 0, nb_all = 0;
+    for (int i = 0; i < s->nmig; i++) nb_all += s->slots[i].nblocks;
+    uint64_t *used = zcalloc(sizeof(uint64_t) * (nb_all ? nb_all : 1));
+    size_t *first = zcalloc(sizeof(size_t) * (nb_all + 1));
+    slotAllocRangeInfo *ranges = NULL;
+    for (int i = 0, k = 0; i < s->nmig; i++) {
+        for (size_t b = 0; b < s->slots[i].nblocks; b++, k++) {
+            void *addr = s->slots[i].blocks[b].local;
+            size_t n = slotAllocBlockUsedRanges(addr, NULL, 0);
+            ranges = zrealloc(ranges, sizeof(*ranges) * (nseg + n + 1));
+            n = slotAllocBlockUsedRanges(addr, ranges + nseg, n);
+            first[k] = nseg;
+            for (size_t j = 0; j < n; j++) used[k] += ranges[nseg + j].len;
+            nseg += n;
+            s->bytes_total += (long long)used[k];
+        }
+    }
+    first[nb_all] = nseg;
+
     argv = zmalloc(sizeof(sds));
     argv[argc++] = sdsnew("RDMAREGISTER");
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
-        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 2 * ms->nblocks));
+        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 3 * ms->nblocks));
         argv[argc++] = sdsfromlonglong(ms->slot);
         argv[argc++] = sdsfromlonglong((long long)ms->nkeys);
         argv[argc++] = sdscatprintf(sdsempty(), "%llu",
@@ -849,12 +876,18 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         for (size_t b = 0; b < ms->nblocks; b++) {
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].donor);
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].size);
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)used[nb + b]);
         }
         nb += ms->nblocks;
     }
     r = migCall(s, rc, argc, argv, "RDMAREGISTER");
     migFreeArgv(argv, argc);
-    if (r == NULL) return -1;
+    if (r == NULL) {
+        zfree(used);
+        zfree(first);
+        zfree(ranges);
+        return -1;
+    }
     if (r->type != REDIS_REPLY_ARRAY || r->elements != nb) {
         migFail(s, "RDMAREGISTER: the recipient described %zu blocks, not %zu",
                 r->type == REDIS_REPLY_ARRAY ? r->elements : 0, nb);
@@ -864,7 +897,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     migBlockDesc *desc = zmalloc(sizeof(*desc) * (nb ? nb : 1));
     const void **addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
     uint64_t *lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
-    migSegment *segs = zmalloc(sizeof(*segs) * (nb ? nb : 1));
+    migSegment *segs = zmalloc(sizeof(*segs) * (nseg ? nseg : 1));
     char err[MIG_ERR_LEN] = "";
 
     for (size_t j = 0; j < nb; j++) {
@@ -892,10 +925,12 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
                         k, (unsigned long long)desc[k].len, (unsigned long long)lens[k]);
                 goto done;
             }
-            segs[k].local = ms->blocks[b].local;
-            segs[k].len = lens[k];
-            segs[k].remote = &desc[k];
-            segs[k].remoteOffset = 0;
+            for (size_t j = first[k]; j < first[k + 1]; j++) {
+                segs[j].local = (char *)ms->blocks[b].local + ranges[j].offset;
+                segs[j].len = ranges[j].len;
+                segs[j].remote = &desc[k];
+                segs[j].remoteOffset = ranges[j].offset;
+            }
         }
     }
     if (nb == 0) {                  /* Only empty slots: nothing to send. */
@@ -907,10 +942,10 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         goto done;
     }
     /* Post in chunks of about MIG_WRITE_CHUNK bytes, for progress. */
-    for (size_t j = 0; j < nb;) {
+    for (size_t j = 0; j < nseg;) {
         size_t e = j;
         uint64_t chunk = 0;
-        while (e < nb && (chunk == 0 || chunk + segs[e].len <= (uint64_t)MIG_WRITE_CHUNK))
+        while (e < nseg && (chunk == 0 || chunk + segs[e].len <= (uint64_t)MIG_WRITE_CHUNK))
             chunk += segs[e++].len;
         if (migAborting(s)) {
             migFailAborted(s);
@@ -938,6 +973,9 @@ done:
     zfree(addrs);
     zfree(lens);
     zfree(segs);
+    zfree(used);
+    zfree(first);
+    zfree(ranges);
     return ok ? 0 : -1;
 }
 
@@ -1187,10 +1225,10 @@ static void *migRecipientThread(void *arg) {
         goto out;
     }
     for (uint32_t i = 0; i < s->reg_n; i++) {
-        if (migRecvBlockBytes(conn, i) != s->reg_lens[i]) {
+        if (migRecvBlockBytes(conn, i) != s->reg_expect[i]) {
             migFail(s, "block %u: %llu bytes received of %llu", i,
                 (unsigned long long)migRecvBlockBytes(conn, i),
-                (unsigned long long)s->reg_lens[i]);
+                (unsigned long long)s->reg_expect[i]);
             goto out;
         }
     }
@@ -1820,9 +1858,10 @@ void rdmaRegisterCommand(client *c) {
             getLongLongFromObject(c->argv[j + 1], &nkeys) != C_OK || nkeys < 0 ||
             !string2ull(c->argv[j + 2]->ptr, &maddr) ||
             getLongLongFromObject(c->argv[j + 3], &nblocks) != C_OK || nblocks < 1 ||
-            nblocks > (c->argc - j - 4) / 2) {
+            nblocks > (c->argc - j - 4) / 3) {
             addReplyErrorFormat(c, "RDMAREGISTER: bad slot entry at argument %d "
-                "(<slot> <nkeys> <manifest-addr> <nblocks> then <addr> <size> per block)", j);
+                "(<slot> <nkeys> <manifest-addr> <nblocks> then <addr> <size> "
+                "<bytes> per block)", j);
             goto err;
         }
         if (migSlotIsSet(seen, (int)slot)) {
@@ -1846,17 +1885,19 @@ void rdmaRegisterCommand(client *c) {
         ms->nblocks = (size_t)nblocks;
         ms->blocks = zcalloc(sizeof(migBlockMap) * nblocks);
         j += 4;
-        for (long long b = 0; b < nblocks; b++, j += 2) {
-            unsigned long long a, sz;
+        for (long long b = 0; b < nblocks; b++, j += 3) {
+            unsigned long long a, sz, bytes;
             if (!string2ull(c->argv[j]->ptr, &a) || !string2ull(c->argv[j + 1]->ptr, &sz) ||
+                !string2ull(c->argv[j + 2]->ptr, &bytes) ||
                 sz == 0 || sz % SLOTALLOC_UNIT_SIZE || sz > (1ULL << 40) ||
-                a % SLOTALLOC_UNIT_SIZE) {
-                addReplyErrorFormat(c, "RDMAREGISTER: slot %lld block %lld: bad address "
-                    "or size (multiples of %d)", slot, b, SLOTALLOC_UNIT_SIZE);
+                a % SLOTALLOC_UNIT_SIZE || bytes == 0 || bytes > sz) {
+                addReplyErrorFormat(c, "RDMAREGISTER: slot %lld block %lld: bad address, "
+                    "size (multiples of %d) or byte count", slot, b, SLOTALLOC_UNIT_SIZE);
                 goto err;
             }
             ms->blocks[b].donor = a;
             ms->blocks[b].size = sz;
+            ms->blocks[b].expect = bytes;
             total += sz;
         }
     }
@@ -1897,12 +1938,14 @@ void rdmaRegisterCommand(client *c) {
     s->reg_n = nb;
     s->reg_addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
     s->reg_lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    s->reg_expect = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
     s->reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
     nb = 0;
     for (int i = 0; i < n; i++) {
         for (size_t b = 0; b < slots[i].nblocks; b++, nb++) {
             s->reg_addrs[nb] = slots[i].blocks[b].local;
             s->reg_lens[nb] = slots[i].blocks[b].size;
+            s->reg_expect[nb] = slots[i].blocks[b].expect;
         }
     }
     s->bytes_total = (long long)total;

@@ -1500,6 +1500,51 @@ size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max) {
     return n;
 }
 
+/* The parts of an active block that hold anything: its header pages and
+ * every slab or run, as byte ranges, adjacent ones merged, in order. Free
+ * spans are left out: a migration ships only these ranges and the copy's
+ * free pages keep the zeros of a fresh block (the page table, in the
+ * header, is what describes them). A huge block is one range. Returns how
+ * many ranges there are (fills out[] up to max). The slot must not change
+ * meanwhile. */
+size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max) {
+    saBlock *b = saLookup(block_addr);
+    size_t n = 0;
+    uint32_t run_start = 0, run_end = 0;    /* Pages [start, end) in use. */
+
+    if (!b || b->base != block_addr || b->state != SA_BLOCK_ACTIVE) return 0;
+    if (b->huge) {
+        if (max) {
+            out[0].offset = 0;
+            out[0].len = b->size;
+        }
+        return 1;
+    }
+    run_end = b->hdr_pages;
+    for (uint32_t i = b->hdr_pages, len; i < b->npages; i += len) {
+        saPageEntry e = b->pt[i];
+        int used = e.kind == SA_PG_SLAB || e.kind == SA_PG_RUN;
+        if (e.kind == SA_PG_SLAB) len = sa_class_pages[e.cls];
+        else len = e.arg ? e.arg : 1;
+        if (!used) continue;
+        if (i != run_end) {
+            if (n < max) {
+                out[n].offset = (size_t)run_start << SA_PAGE_SHIFT;
+                out[n].len = (size_t)(run_end - run_start) << SA_PAGE_SHIFT;
+            }
+            n++;
+            run_start = i;
+        }
+        run_end = i + len;
+    }
+    if (n < max) {
+        out[n].offset = (size_t)run_start << SA_PAGE_SHIFT;
+        out[n].len = (size_t)(run_end - run_start) << SA_PAGE_SHIFT;
+    }
+    n++;
+    return n;
+}
+
 /* Take the free slabs and spans of block b off (on = 0: back on) its
  * arena's lists. Lock held. */
 static void saBlockSetDraining(saArena *a, saBlock *b, int on) {
@@ -2413,6 +2458,52 @@ static int saTestAdopt(void) {
     return 0;
 }
 
+/* A copy of only the used ranges of a block (what a migration ships) into
+ * a fresh, zero block adopts with every allocation intact. */
+static int saTestUsedRanges(void) {
+    static saTestAlloc allocs[600];
+    slotAllocBlockInfo x;
+    slotAllocRangeInfo r[256];
+    size_t n, total = 0;
+    void *y;
+
+    SA_CHECK(slotAllocInit(256 << 20, 64 << 10, 256 << 10) == 0);
+    SA_CHECK(saTestDonor(allocs, 600, &x));
+    n = slotAllocBlockUsedRanges(x.addr, r, 256);
+    SA_CHECK(n > 0 && n <= 256 && r[0].offset == 0);
+    for (size_t i = 0; i < n; i++) {
+        SA_CHECK(r[i].len > 0 && r[i].offset % SA_PAGE_SIZE == 0 && r[i].len % SA_PAGE_SIZE == 0);
+        SA_CHECK(r[i].offset + r[i].len <= x.size);
+        if (i) SA_CHECK(r[i].offset > r[i - 1].offset + r[i - 1].len);  /* Merged. */
+        total += r[i].len;
+    }
+    SA_CHECK(total < x.size);       /* The freed runs left free pages out. */
+    for (size_t i = 0; i < 600; i++) {
+        saTestAlloc *a = &allocs[i];
+        if (!a->p || slotAllocBlockOf(a->p) != x.addr) continue;
+        size_t off = (size_t)(a->p - (char *)x.addr), in = 0;
+        for (size_t j = 0; j < n; j++)
+            if (off >= r[j].offset && off + a->size <= r[j].offset + r[j].len) in = 1;
+        SA_CHECK(in);
+    }
+    SA_CHECK(slotAllocBlockUsedRanges((char *)x.addr + SA_PAGE_SIZE, r, 256) == 0);
+    SA_CHECK(slotAllocReserveBlocks(200, 1, &x.size, &y) == 0);
+    for (size_t i = 0; i < n; i++)
+        memcpy((char *)y + r[i].offset, (char *)x.addr + r[i].offset, r[i].len);
+    SA_CHECK(slotAllocAdoptBlock(200, y) == 0);
+    for (size_t i = 0; i < 600; i++) {
+        saTestAlloc *a = &allocs[i];
+        if (!a->p || slotAllocBlockOf(a->p) != x.addr) continue;
+        void *q = (char *)y + (a->p - (char *)x.addr);
+        SA_CHECK(slotAllocUsableSize(q) == slotAllocUsableSize(a->p));
+        SA_CHECK(saTestFilled(q, a->size, a->v));
+        slotAllocFree(q);
+    }
+    SA_CHECK(saTestVerifyAll());
+    for (size_t i = 0; i < 600; i++) if (allocs[i].p) slotAllocFree(allocs[i].p);
+    return 0;
+}
+
 /* A small donor block with known content for the corruption tests: one
  * slab of 48 byte chunks (85 chunks, not a multiple of 64), one two-page
  * slab of 1536 byte chunks, a run, and free pages. */
@@ -2570,6 +2661,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"double free and bad pointers panic", saTestMisuse},
         {"frees from another thread during allocations", saTestThreads},
         {"reserve + adopt keeps allocations, free space usable", saTestAdopt},
+        {"a copy of the used ranges only adopts intact", saTestUsedRanges},
         {"adopt rejects corrupted header, page table, bitmap", saTestAdoptRejects},
         {"adopt survives random corruption", saTestAdoptFuzz},
     };

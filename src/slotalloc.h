@@ -127,6 +127,12 @@ int slotAllocAdoptBlock(int slot, void *addr);
  * block's live allocations (up to max; returns the count). */
 size_t slotAllocLiveSize(int slot, const void *p);
 size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max);
+/* What of a block holds anything (header, slabs, runs): the byte ranges a
+ * migration ships (see slotalloc.c). */
+typedef struct slotAllocRangeInfo {
+    size_t offset, len;
+} slotAllocRangeInfo;
+size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max);
 void slotAllocReleaseBlock(void *addr);
 void slotAllocReleaseSlot(int slot);
 
