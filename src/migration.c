@@ -149,7 +149,7 @@ typedef struct migSession {
     int error_phase;
     /* Figures (written by one thread, read by STATUS: plain 64 bit words). */
     long long keys, bytes, bytes_total, bytes_sent;
-    long long keys_zero_copy, keys_serialized;
+    long long keys_zero_copy, keys_serialized, bytes_serialized;
     long long phase_ms[MIG_PHASE_COUNT];
     long long write_pause_ms;
     migStats tstats;
@@ -207,6 +207,7 @@ static struct {
     char last_transport[8];
     int slots;
     long long keys, bytes, bytes_total, keys_zero_copy, keys_serialized;
+    long long bytes_serialized;
     long long phase_ms[MIG_PHASE_COUNT];
     long long write_pause_ms, elapsed_ms;
     long long total_ok, total_failed, total_keys, total_bytes;
@@ -360,6 +361,7 @@ static void migEndSession(migSession *s, int last) {
     migLast.bytes_total = s->bytes_total;
     migLast.keys_zero_copy = s->keys_zero_copy;
     migLast.keys_serialized = s->keys_serialized;
+    migLast.bytes_serialized = s->bytes_serialized;
     memcpy(migLast.phase_ms, s->phase_ms, sizeof(s->phase_ms));
     migLast.write_pause_ms = s->write_pause_ms;
     migLast.elapsed_ms = mstime() - s->start_ms;
@@ -413,11 +415,11 @@ static void migEndSession(migSession *s, int last) {
 /* The figures of a migration, as a map: the summary reply, and STATUS. */
 static void migAddReplyFigures(client *c, int status, const char *phase,
     const char *transport, int slots, long long keys, long long bytes,
-    long long bytes_total, long long kzc, long long kser,
+    long long bytes_total, long long kzc, long long kser, long long bser,
     const long long *phase_ms, long long pause, long long elapsed,
     int role, const char *state, const char *last, const char *last_error)
 {
-    addReplyMapLen(c, status ? 19 : 12);
+    addReplyMapLen(c, status ? 20 : 13);
     if (status) {
         addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[role]);
         addReplyBulkCString(c, "state"); addReplyBulkCString(c, state);
@@ -432,6 +434,7 @@ static void migAddReplyFigures(client *c, int status, const char *phase,
     }
     addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, kzc);
     addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, kser);
+    addReplyBulkCString(c, "bytes_serialized"); addReplyLongLong(c, bser);
     addReplyBulkCString(c, "prepare_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_PREPARE]);
     addReplyBulkCString(c, "transfer_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_TRANSFER]);
     addReplyBulkCString(c, "patch_ms");
@@ -581,6 +584,7 @@ static int migDonorPrepareStep(migSession *s) {
         s->keys += ms->nkeys;
         s->keys_zero_copy += ms->manifest.keys_zero_copy;
         s->keys_serialized += ms->manifest.keys_serialized;
+        s->bytes_serialized += (long long)ms->manifest.payload_bytes;
         s->cursor++;
         break;
     }
@@ -1158,7 +1162,7 @@ static void migDonorFinish(migSession *s) {
         if (ok) {
             migAddReplyFigures(c, 0, "done", s->transport, s->nslots, s->keys,
                 s->bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-                s->phase_ms, s->write_pause_ms, 0, s->role, "", "", NULL);
+                s->bytes_serialized, s->phase_ms, s->write_pause_ms, 0, s->role, "", "", NULL);
         } else {
             addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
                 "back to STABLE, the slots and their keys are still here",
@@ -1532,12 +1536,13 @@ static void migStatusCommand(client *c) {
         migAddReplyFigures(c, 1, migPhaseName[s->phase],
             s->transport[0] ? s->transport : migKindName(s->kind), s->nslots,
             s->keys, bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-            phase_ms, s->write_pause_ms, mstime() - s->start_ms, s->role, "running",
+            s->bytes_serialized, phase_ms, s->write_pause_ms, mstime() - s->start_ms, s->role, "running",
             migLastName[migLast.last], migLast.last_error);
     } else {
         migAddReplyFigures(c, 1, "idle", migLast.last_transport[0] ? migLast.last_transport : "none",
             migLast.slots, migLast.keys, migLast.bytes, migLast.bytes_total,
-            migLast.keys_zero_copy, migLast.keys_serialized, migLast.phase_ms,
+            migLast.keys_zero_copy, migLast.keys_serialized, migLast.bytes_serialized,
+            migLast.phase_ms,
             migLast.write_pause_ms, migLast.elapsed_ms, MIG_ROLE_NONE, "idle",
             migLastName[migLast.last], migLast.last_error);
     }
