@@ -87,28 +87,16 @@ typedef struct migKeyRec {
 /* Whether every allocation of o lies in the slot's blocks, with nothing in
  * it the recipient could not take as is. */
 static int migZeroCopyable(robj *o, int slot) {
-    if (o->refcount != 1 || slotAllocSlotOf(o) != slot) return 0;
-    switch (o->type) {
-    case OBJ_STRING:
-        if (o->encoding == OBJ_ENCODING_RAW)
-            return slotAllocSlotOf(sdsAllocPtr(o->ptr)) == slot;
-        return o->encoding == OBJ_ENCODING_EMBSTR || o->encoding == OBJ_ENCODING_INT;
-    case OBJ_LIST: {
+    if (o->refcount != 1) return 0;
+    if (o->type == OBJ_LIST) {
         quicklist *ql = o->ptr;
-        if (o->encoding != OBJ_ENCODING_QUICKLIST || slotAllocSlotOf(ql) != slot ||
-            ql->bookmark_count) return 0;
+        if (o->encoding != OBJ_ENCODING_QUICKLIST || slotAllocSlotOf(o) != slot ||
+            slotAllocSlotOf(ql) != slot || ql->bookmark_count) return 0;
         for (quicklistNode *n = ql->head; n; n = n->next)
             if (slotAllocSlotOf(n) != slot || slotAllocSlotOf(n->entry) != slot) return 0;
         return 1;
     }
-    case OBJ_SET:
-        return o->encoding == OBJ_ENCODING_INTSET && slotAllocSlotOf(o->ptr) == slot;
-    case OBJ_HASH:
-    case OBJ_ZSET:
-        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocSlotOf(o->ptr) == slot;
-    default:
-        return 0;
-    }
+    return slotCompactValueInSlot(o, slot);
 }
 
 /* Whether a value's encoding can travel as it is (if it lies in the

@@ -354,6 +354,28 @@ sds slotCompactGenInfo(sds info) {
 #define slotCompactFirstInSlot(slot) \
     ((*server.db[0].slots_to_keys).by_slot[(slot)].head)
 
+/* Whether a value and its flat payload lie in the slot's blocks: the robj,
+ * and for strings the sds (embstr and int live in the robj), for sets the
+ * intset, for hashes and zsets the listpack. 0 for every other encoding
+ * (lists, hash tables, skiplists, streams have nodes to check one by one).
+ * Used by the write hook below and by a migration's manifest (migblocks.c)
+ * to tell a value that can travel as it is. */
+int slotCompactValueInSlot(robj *o, int slot) {
+    if (slotAllocSlotOf(o) != slot) return 0;
+    switch (o->type) {
+    case OBJ_STRING:
+        return o->encoding != OBJ_ENCODING_RAW ||
+               slotAllocSlotOf(sdsAllocPtr(o->ptr)) == slot;
+    case OBJ_SET:
+        return o->encoding == OBJ_ENCODING_INTSET && slotAllocSlotOf(o->ptr) == slot;
+    case OBJ_HASH:
+    case OBJ_ZSET:
+        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocSlotOf(o->ptr) == slot;
+    default:
+        return 0;
+    }
+}
+
 #ifdef HAVE_DEFRAG
 /* Defrag's traversal (defrag.c): defragKey() visits every allocation a key
  * owns and asks activeDefragAlloc() where each goes; defragLaterItem()
@@ -544,19 +566,7 @@ static int slotCompactKeyInPlace(robj *key, int slot) {
     if (slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot) return 0;
     o = dictGetVal(de);
     if (o->refcount == OBJ_SHARED_REFCOUNT) return 1;
-    if (slotAllocSlotOf(o) != slot) return 0;
-    switch (o->type) {
-    case OBJ_STRING:
-        return o->encoding != OBJ_ENCODING_RAW ||
-               slotAllocSlotOf(sdsAllocPtr(o->ptr)) == slot;
-    case OBJ_SET:
-        return o->encoding == OBJ_ENCODING_INTSET && slotAllocSlotOf(o->ptr) == slot;
-    case OBJ_HASH:
-    case OBJ_ZSET:
-        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocSlotOf(o->ptr) == slot;
-    default:
-        return 0;
-    }
+    return slotCompactValueInSlot(o, slot);
 }
 
 void slotCompactKeyModified(robj *key) {

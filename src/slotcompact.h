@@ -45,6 +45,8 @@ int slotCompactIsPinned(int slot);
 struct dictEntry;
 int slotCompactKeyNow(struct dictEntry *de);
 size_t slotCompactQueuedKeys(void);
+/* A value and its flat payload are in the slot's blocks. */
+int slotCompactValueInSlot(struct redisObject *o, int slot);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);
