@@ -1,0 +1,500 @@
+# Helpers of the RDMAMIGRATESLOTS tests (tests/unit/rdmamig/migrate*.tcl):
+# slot sets, key workloads of every type and encoding, per-key snapshots
+# (TYPE, OBJECT ENCODING, DUMP, DEBUG DIGEST-VALUE, PEXPIRETIME) and their
+# comparison, the migration call and the checks made after each one.
+# Nodes are numbered as by start_cluster (node n is srv -n, R n).
+# Sourced relative to the tree's root, where ./runtest runs.
+
+source tests/support/cluster.tcl
+
+# --- slots ------------------------------------------------------------------
+
+# The slots of "0-10 20 30-31" as a list.
+proc mg_expand {ranges} {
+    set slots {}
+    foreach r $ranges {
+        if {[regexp {^([0-9]+)-([0-9]+)$} $r _ a b]} {
+            for {set s $a} {$s <= $b} {incr s} { lappend slots $s }
+        } else {
+            lappend slots $r
+        }
+    }
+    return $slots
+}
+
+# A dict slot -> 1 of the slots of ranges (fast membership test).
+proc mg_slotset {ranges} {
+    set set {}
+    foreach s [mg_expand $ranges] { dict set set $s 1 }
+    return $set
+}
+
+proc mg_keyslot {key} { ::redis_cluster::hash $key }
+
+# Keys of the list whose slot is in / not in the slot set.
+proc mg_keys_in {keys slotset} {
+    lmap k $keys { if {[dict exists $slotset [mg_keyslot $k]]} { set k } else continue }
+}
+proc mg_keys_not_in {keys slotset} {
+    lmap k $keys { if {![dict exists $slotset [mg_keyslot $k]]} { set k } else continue }
+}
+
+# 'count' key names "prefix:i" whose slot is in the slot set.
+proc mg_names {prefix count slotset} {
+    set names {}
+    for {set i 0} {[llength $names] < $count} {incr i} {
+        set k "$prefix:$i"
+        if {[dict exists $slotset [mg_keyslot $k]]} { lappend names $k }
+    }
+    return $names
+}
+
+# A hash tag "tN" whose slot is in the slot set and not in 'avoid'.
+proc mg_tag {slotset {avoid {}}} {
+    for {set t 0} {$t < 200000} {incr t} {
+        set s [mg_keyslot "t$t"]
+        if {[dict exists $slotset $s] && [lsearch -exact $avoid $s] < 0} { return "t$t" }
+    }
+    fail "no hash tag in the slot set"
+}
+
+# --- cluster state ----------------------------------------------------------
+
+# The "myself" line of node n's CLUSTER NODES.
+proc mg_myself {n} {
+    foreach line [split [string trim [R $n cluster nodes]] "\n"] {
+        if {[string match {* myself,*} $line]} { return $line }
+    }
+    fail "node $n has no myself line"
+}
+
+# The slots node n says it serves (the slot fields of its myself line).
+proc mg_own_slots {n} {
+    lmap f [lrange [split [mg_myself $n] " "] 8 end] {
+        if {[string match {\[*} $f]} continue
+        set f
+    }
+}
+
+# MIGRATING/IMPORTING states of node n: "[slot->-id]" and "[slot-<-id]".
+proc mg_open_slots {n} {
+    regexp -all -inline {\[[0-9]+-[<>]-[0-9a-f]+\]} [mg_myself $n]
+}
+
+proc mg_info {n field} {
+    getInfoProperty [R $n info migration] $field
+}
+
+# RDMAMIGRATESLOTS STATUS of node n as a dict.
+proc mg_status {n} {
+    R $n rdmamigrateslots status
+}
+
+# Everything a refused command must leave alone on node n.
+proc mg_state {n} {
+    list [mg_own_slots $n] [mg_open_slots $n] [R $n dbsize] [R $n debug digest] \
+        [dict get [mg_status $n] state]
+}
+
+# Node n has no migration running (both roles), no open slot.
+proc mg_wait_idle {n} {
+    wait_for_condition 200 50 {
+        [dict get [mg_status $n] state] eq {idle} && [mg_open_slots $n] eq {}
+    } else {
+        fail "node $n: migration still running or slots open: [mg_status $n] [mg_open_slots $n]"
+    }
+}
+
+proc mg_wait_converged {} {
+    wait_for_condition 200 100 {
+        [cluster_config_consistent] eq 1
+    } else {
+        fail "cluster config did not become consistent"
+    }
+    for {set j 0} {$j < [llength $::servers]} {incr j} {
+        wait_for_condition 200 100 {
+            [CI $j cluster_state] eq {ok}
+        } else {
+            fail "node $j cluster_state:[CI $j cluster_state]"
+        }
+    }
+}
+
+# Node 'owner' serves every slot of ranges, in the view of every node.
+proc mg_assert_owner {owner ranges} {
+    set port [srv -$owner port]
+    for {set j 0} {$j < [llength $::servers]} {incr j} {
+        set slots [R $j cluster slots]
+        foreach s [mg_expand $ranges] {
+            set ok 0
+            foreach r $slots {
+                if {$s >= [lindex $r 0] && $s <= [lindex $r 1]} {
+                    set ok [expr {[lindex $r 2 1] == $port}]
+                    break
+                }
+            }
+            if {!$ok} { fail "node $j does not see slot $s served by node $owner (port $port)" }
+        }
+    }
+}
+
+# redis-cli --cluster check through node n: no warning, no error.
+proc mg_cluster_check {n} {
+    set rc [catch {exec src/redis-cli --cluster check [srv -$n host]:[srv -$n port] 2>@1} out]
+    if {$rc || [string match {*\[WARNING\]*} $out] || [string match {*\[ERR\]*} $out] ||
+        ![string match {*\[OK\] All 16384 slots covered.*} $out]} {
+        fail "redis-cli --cluster check is not clean:\n$out"
+    }
+}
+
+# --- errors -----------------------------------------------------------------
+
+# The script must fail with an error matching the regexp (case-insensitive).
+proc mg_assert_err {re script} {
+    if {![catch {uplevel 1 $script} err]} {
+        fail "expected an error matching /$re/ from {$script}, got '$err'"
+    }
+    if {![regexp -nocase -- $re $err]} {
+        fail "error '$err' of {$script} does not match /$re/"
+    }
+    return $err
+}
+
+# --- the migration ----------------------------------------------------------
+
+# RDMAMIGRATESLOTS from node 'from' to node 'to', TRANSPORT tcp; returns
+# the reply (a dict).
+proc mg_migrate {from to ranges args} {
+    R $from rdmamigrateslots [srv -$to host] [srv -$to port] {*}$ranges transport tcp {*}$args
+}
+
+# The same from a deferring client (the caller reads the reply).
+proc mg_migrate_deferred {from to ranges args} {
+    set rd [redis_deferring_client -$from]
+    $rd rdmamigrateslots [srv -$to host] [srv -$to port] {*}$ranges transport tcp {*}$args
+    return $rd
+}
+
+# Wait until node n's STATUS says phase (the donor thread sleeps there).
+proc mg_wait_phase {n phase} {
+    wait_for_condition 400 10 {
+        [dict get [mg_status $n] phase] eq $phase
+    } else {
+        fail "node $n never reached phase $phase: [mg_status $n]"
+    }
+}
+
+set ::mg_reply_fields {transport slots keys bytes keys_zero_copy keys_serialized
+    prepare_ms transfer_ms patch_ms handover_ms delete_ms write_pause_ms}
+
+# A success reply: every field, tcp, the slot and key counts.
+proc mg_assert_reply {reply nslots nkeys} {
+    foreach f $::mg_reply_fields {
+        if {![dict exists $reply $f]} { fail "reply has no field '$f': $reply" }
+        if {$f ne {transport} && !([string is integer -strict [dict get $reply $f]] &&
+                                   [dict get $reply $f] >= 0)} {
+            fail "reply field $f is not a count: $reply"
+        }
+    }
+    assert_equal tcp [dict get $reply transport]
+    assert_equal $nslots [dict get $reply slots] "slots in $reply"
+    assert_equal $nkeys [dict get $reply keys] "keys in $reply"
+    assert_equal $nkeys [expr {[dict get $reply keys_zero_copy] + [dict get $reply keys_serialized]}] \
+        "zero-copy + serialized keys in $reply"
+    if {$nkeys > 0} { assert {[dict get $reply bytes] > 0} }
+}
+
+# INFO migration counters of node n, to compare before/after.
+proc mg_totals {n} {
+    set d {}
+    foreach f {migration_total_migrations migration_total_failed migration_total_keys
+               migration_total_bytes migration_tcp_bytes_sent} {
+        dict set d $f [mg_info $n $f]
+    }
+    return $d
+}
+
+# After a successful migration by node n (the donor) with this reply.
+proc mg_assert_info_ok {n before reply} {
+    assert_equal idle [mg_info $n migration_state]
+    assert_equal ok [mg_info $n migration_last_status]
+    assert_equal tcp [mg_info $n migration_last_transport]
+    assert_equal [expr {[dict get $before migration_total_migrations] + 1}] [mg_info $n migration_total_migrations]
+    assert_equal [dict get $before migration_total_failed] [mg_info $n migration_total_failed]
+    assert_equal [expr {[dict get $before migration_total_keys] + [dict get $reply keys]}] \
+        [mg_info $n migration_total_keys]
+    assert_equal [expr {[dict get $before migration_total_bytes] + [dict get $reply bytes]}] \
+        [mg_info $n migration_total_bytes]
+    assert {[mg_info $n migration_tcp_bytes_sent] > [dict get $before migration_tcp_bytes_sent]}
+    set st [mg_status $n]
+    assert_equal idle [dict get $st state]
+    assert_equal ok [dict get $st last_status]
+}
+
+# --- workloads --------------------------------------------------------------
+
+# Tcl's socket writes a big command in 4 KB pieces, each waiting for the
+# server's delayed ACK (40 ms per command of 40 KB): give the client of
+# each node (and any other client) one buffer for the whole command.
+proc mg_fast_client {client} {
+    if {[regexp {redisHandle([0-9]+)$} $client _ id] && [info exists ::redis::fd($id)] &&
+        $::redis::fd($id) ne {}} {
+        fconfigure $::redis::fd($id) -buffersize 1048576
+    }
+}
+proc mg_fast_clients {} {
+    for {set j 0} {$j < [llength $::servers]} {incr j} { mg_fast_client [Rn $j] }
+}
+
+# Random elements come from a pool (randstring is slow for big workloads).
+proc mg_elem {} {
+    if {![info exists ::mg_pool]} {
+        set ::mg_pool {}
+        for {set i 0} {$i < 4096} {incr i} { lappend ::mg_pool [mg_new_elem] }
+    }
+    lindex $::mg_pool [randomInt 4096]
+}
+proc mg_new_elem {} {
+    switch [randomInt 5] {
+        0 { return [randomInt 100000] }
+        1 { return [randstring 1 12 alpha] }
+        2 { return [randstring 1 30 binary] }
+        3 { return [randstring 65 200 alpha] }
+        4 { return [randstring 1 8 alpha] }
+    }
+}
+proc mg_elems {min max} {
+    set n [expr {$min + [randomInt [expr {$max - $min + 1}]]}]
+    set out {}
+    for {set i 0} {$i < $n} {incr i} { lappend out [mg_elem] }
+    return $out
+}
+# Short elements (keep listpack / intset encodings).
+proc mg_short_elems {min max} {
+    set n [expr {$min + [randomInt [expr {$max - $min + 1}]]}]
+    set out {}
+    for {set i 0} {$i < $n} {incr i} {
+        set e [mg_elem]
+        if {[string length $e] > 20} { set e [string range $e 0 19] }
+        lappend out $e
+    }
+    return $out
+}
+
+set ::mg_kinds {int embstr raw bigstr listsmall listbig listcomp intset setht
+    hashlp hashht zsetlp zsetsl stream}
+
+# Creates key k of a kind on node n, maybe with a TTL, then mutates it a
+# little (deletions leave some hash tables smaller than their threshold).
+proc mg_make_key {n k kind} {
+    switch $kind {
+        int { R $n set $k [randomInt 1000000000] }
+        embstr { R $n set $k [randstring 0 40 alpha] }
+        raw {
+            R $n set $k [string range [string repeat "[mg_elem][mg_elem]" 300] 0 [expr {45 + [randomInt 3000]}]]
+            R $n append $k [randstring 1 10 binary]
+        }
+        bigstr {
+            R $n set $k [string repeat [randstring 10 100 alpha] [expr {200 + [randomInt 600]}]]
+            R $n setrange $k [randomInt 1000] [randstring 1 50 binary]
+        }
+        listsmall { R $n rpush $k {*}[mg_short_elems 1 30] }
+        listbig {
+            R $n rpush $k {*}[mg_elems 300 1200]
+            R $n lpush $k [string repeat [mg_elem] [expr {100 + [randomInt 100]}]]
+            R $n lpop $k [randomInt 5]
+        }
+        listcomp {
+            R $n config set list-compress-depth 1
+            set e {}
+            for {set i 0} {$i < 600 + [randomInt 1000]} {incr i} { lappend e "compressible-element-$i" }
+            R $n rpush $k {*}$e
+            R $n config set list-compress-depth 0
+        }
+        intset { R $n sadd $k {*}[lmap x [lrepeat [expr {1 + [randomInt 200]}] 0] {randomInt 1000000}] }
+        setht {
+            R $n sadd $k {*}[mg_elems 1 300]
+            R $n srem $k {*}[mg_elems 1 20]
+        }
+        hashlp {
+            R $n hset $k {*}[concat {*}[lmap e [mg_short_elems 1 40] {list $e [randstring 0 30 alpha]}]]
+        }
+        hashht {
+            R $n hset $k {*}[concat {*}[lmap e [mg_elems 1 200] {list $e [mg_elem]}]]
+            R $n hset $k long [randstring 65 300 alpha]
+            if {[randomInt 2]} { R $n hdel $k long }
+        }
+        zsetlp {
+            R $n zadd $k {*}[concat {*}[lmap e [mg_short_elems 1 60] {list [expr {[randomInt 1000] / 7.0}] $e}]]
+        }
+        zsetsl {
+            R $n zadd $k {*}[concat {*}[lmap e [mg_elems 1 300] {list [randomInt 1000] $e}]]
+            R $n zadd $k -1 [randstring 65 100 alpha]
+            if {[randomInt 2]} { R $n zpopmin $k }
+        }
+        stream {
+            set n_entries [expr {5 + [randomInt 150]}]
+            R $n eval {
+                for i = 1, #ARGV, 2 do
+                    redis.call('xadd', KEYS[1], '*', 'f', ARGV[i], 'g', ARGV[i + 1])
+                end
+                return 1
+            } 1 $k {*}[concat {*}[lmap e [mg_elems $n_entries $n_entries] {list $e [randstring 0 20 alpha]}]]
+            R $n xgroup create $k g1 0
+            R $n xreadgroup group g1 c1 count [randomInt 20] streams $k >
+            R $n xreadgroup group g1 c2 count [randomInt 20] streams $k >
+            if {[randomInt 2]} {
+                R $n xgroup create $k g2 \$
+                R $n xgroup createconsumer $k g2 idle
+            }
+            R $n xtrim $k maxlen [expr {$n_entries - [randomInt 5]}]
+        }
+    }
+    if {[randomInt 3] == 0} {
+        R $n pexpire $k [expr {100000000 + [randomInt 100000000]}]
+    }
+}
+
+# Fills node n with 'count' keys "prefix:..." of random kinds, all in
+# the slot set; a third share a few hash tags (many keys per slot).
+# Returns the key names.
+proc mg_fill {n prefix count slotset} {
+    set tags {}
+    for {set i 0} {$i < 4} {incr i} { lappend tags [mg_tag $slotset [lmap t $tags {mg_keyslot $t}]] }
+    set plain [mg_names "$prefix" [expr {$count - $count / 3}] $slotset]
+    set keys $plain
+    for {set i 0} {$i < $count / 3} {incr i} {
+        lappend keys "$prefix:{[lindex $tags [expr {$i % 4}]]}:$i"
+    }
+    foreach k $keys {
+        mg_make_key $n $k [lindex $::mg_kinds [randomInt [llength $::mg_kinds]]]
+    }
+    return $keys
+}
+
+# Big keys (100k elements, and a 2 MB string) on node n in the slot set.
+proc mg_fill_big {n prefix slotset} {
+    set script {
+        local t = ARGV[1]
+        for i = 1, tonumber(ARGV[2]) do
+            if t == 'hash' then redis.call('hset', KEYS[1], 'field:' .. i, 'value:' .. i)
+            elseif t == 'set' then redis.call('sadd', KEYS[1], 'member:' .. i)
+            elseif t == 'zset' then redis.call('zadd', KEYS[1], i % 1000, 'member:' .. i)
+            elseif t == 'list' then redis.call('rpush', KEYS[1], 'element:' .. i)
+            else redis.call('xadd', KEYS[1], i .. '-1', 'f', i) end
+        end
+        return redis.call('type', KEYS[1])['ok']
+    }
+    set keys {}
+    foreach t {hash set zset list stream} k [mg_names "$prefix:big" 5 $slotset] {
+        R $n eval $script 1 $k $t 100000
+        lappend keys $k
+    }
+    set stream [lindex $keys end]
+    R $n xgroup create $stream g1 0
+    R $n xreadgroup group g1 c1 count 1000 streams $stream >
+    R $n pexpire [lindex $keys 0] 300000000
+    set k [lindex [mg_names "$prefix:bigstr" 1 $slotset] 0]
+    R $n set $k [string repeat [randstring 100 100 alpha] 20000]
+    lappend keys $k
+    return $keys
+}
+
+# --- snapshots --------------------------------------------------------------
+
+# One key on node n: type, encoding, DUMP, DEBUG DIGEST-VALUE, PEXPIRETIME
+# (absolute). A missing key is {}.
+proc mg_key_state {n k} {
+    if {![R $n exists $k]} { return {} }
+    list [R $n type $k] [R $n object encoding $k] [R $n dump $k] \
+        [R $n debug digest-value $k] [R $n pexpiretime $k]
+}
+
+proc mg_snapshot {n keys} {
+    set snap {}
+    foreach k $keys {
+        set st [mg_key_state $n $k]
+        if {$st eq {}} { fail "node $n has no key '$k' to snapshot" }
+        dict set snap $k $st
+    }
+    return $snap
+}
+
+# Encodings a value may take when it is moved through the DUMP format (a
+# hash table loaded back may become the compact encoding).
+set ::mg_reencodings {hashtable {hashtable listpack intset} skiplist {skiplist listpack}}
+
+# Every key of the snapshot is on node n, the same: type, value digest,
+# DUMP bytes (not for hash tables: their DUMP follows the node's hash seed),
+# encoding (or its re-encoding), expire time within tolerance_ms.
+# Returns the number of keys that changed encoding.
+proc mg_assert_keys {n snap {tolerance_ms 1000}} {
+    set reencoded 0
+    dict for {k want} $snap {
+        set got [mg_key_state $n $k]
+        if {$got eq {}} { fail "node $n lost key '$k'" }
+        lassign $want type enc dump digest exp
+        lassign $got gtype genc gdump gdigest gexp
+        if {$gtype ne $type} { fail "key '$k' on node $n: type $gtype, expected $type" }
+        if {$gdigest ne $digest} { fail "key '$k' ($type/$enc) on node $n: DEBUG DIGEST-VALUE differs" }
+        if {$genc ne $enc} {
+            if {![dict exists $::mg_reencodings $enc] ||
+                [lsearch -exact [dict get $::mg_reencodings $enc] $genc] < 0} {
+                fail "key '$k' on node $n: encoding $genc, expected $enc"
+            }
+            incr reencoded
+        }
+        if {$enc ne {hashtable} && $genc eq $enc && $gdump ne $dump} {
+            fail "key '$k' ($type/$enc) on node $n: DUMP differs ([string length $gdump] vs [string length $dump] bytes)"
+        }
+        if {($exp < 0) != ($gexp < 0) || abs($gexp - $exp) > $tolerance_ms} {
+            fail "key '$k' on node $n: PEXPIRETIME $gexp, expected $exp"
+        }
+    }
+    return $reencoded
+}
+
+# None of the keys exists on node n (DEBUG DIGEST-VALUE: no redirection
+# for slots that node n does not serve, a zero digest for a missing key).
+proc mg_assert_absent {n keys} {
+    set zero [string repeat 0 40]
+    foreach k $keys {
+        if {[R $n debug digest-value $k] ne $zero} { fail "node $n still holds key '$k'" }
+    }
+}
+
+# Keys per slot of the slots of ranges, counted locally from a key list.
+proc mg_expected_counts {ranges keys} {
+    set counts {}
+    foreach s [mg_expand $ranges] { dict set counts $s 0 }
+    foreach k $keys {
+        set s [mg_keyslot $k]
+        if {[dict exists $counts $s]} { dict incr counts $s }
+    }
+    return $counts
+}
+
+# CLUSTER COUNTKEYSINSLOT on node n for every slot of the dict.
+proc mg_assert_counts {n counts} {
+    dict for {s c} $counts {
+        set got [R $n cluster countkeysinslot $s]
+        if {$got != $c} { fail "node $n holds $got keys in slot $s, expected $c" }
+    }
+}
+
+# XOR of two DEBUG DIGEST values (40 hex digits). A non-empty database's
+# digest is a constant XOR the digests of its keys, so for two non-empty
+# nodes the XOR of their digests does not change when keys move between
+# them unchanged (TTLs included).
+proc mg_xor {a b} {
+    set out {}
+    for {set i 0} {$i < 40} {incr i 8} {
+        scan [string range $a $i $i+7] %x x
+        scan [string range $b $i $i+7] %x y
+        append out [format %08x [expr {$x ^ $y}]]
+    }
+    return $out
+}
+proc mg_pair_digest {a b} {
+    mg_xor [R $a debug digest] [R $b debug digest]
+}

@@ -1,0 +1,229 @@
+# RDMAMIGRATESLOTS (src/migration.c), TRANSPORT tcp: faults and replication.
+#
+# Faults before the handover roll both nodes back: the donor owns every
+# slot and holds every key unchanged (DEBUG DIGEST of the whole node), the
+# recipient holds nothing of those slots, no slot stays MIGRATING or
+# IMPORTING. Checked for CANCEL on the donor (transfer) and on the
+# recipient (patch), a TIMEOUT shorter than the migration, and the
+# recipient killed mid-transfer. A CANCEL after the handover is refused and
+# the migration completes. After the faults a migration succeeds.
+#
+# Replication: with one replica per master, the recipient's replica gets
+# the moved keys, the donor's replica drops them, and the recipient's
+# replica, promoted by CLUSTER FAILOVER, serves them all.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+# Everything a rolled back migration of ranges must leave as it was
+# (node 0 the donor, node 1 the recipient).
+proc mg_fault_before {ranges keys} {
+    dict create own0 [mg_own_slots 0] own1 [mg_own_slots 1] \
+        digest0 [R 0 debug digest] digest1 [R 1 debug digest] \
+        size1 [R 1 dbsize] counts [mg_expected_counts $ranges $keys] \
+        totals [mg_totals 0]
+}
+
+# The migration was rolled back on both nodes; its donor says last_status.
+proc mg_assert_rolled_back {before ranges last_status} {
+    mg_wait_idle 0
+    mg_wait_idle 1
+    assert_equal [dict get $before own0] [mg_own_slots 0]
+    assert_equal [dict get $before own1] [mg_own_slots 1]
+    assert_equal [dict get $before digest0] [R 0 debug digest]
+    mg_assert_counts 0 [dict get $before counts]
+    # The recipient drops what it adopted (maybe after the donor replied).
+    wait_for_condition 100 50 {
+        [R 1 dbsize] == [dict get $before size1]
+    } else {
+        fail "the recipient holds [R 1 dbsize] keys, [dict get $before size1] before"
+    }
+    assert_equal [dict get $before digest1] [R 1 debug digest]
+    mg_assert_counts 1 [dict map {s c} [dict get $before counts] {expr 0}]
+    mg_wait_converged
+    mg_assert_owner 0 $ranges
+    assert_equal $last_status [mg_info 0 migration_last_status]
+    assert_equal $last_status [dict get [mg_status 0] last_status]
+    assert {[string length [mg_info 0 migration_last_error]] > 0}
+    assert_equal [dict get $before totals migration_total_migrations] [mg_info 0 migration_total_migrations]
+    assert_equal [dict get $before totals migration_total_keys] [mg_info 0 migration_total_keys]
+}
+
+# Starts a migration of ranges 0 -> 1 held by DEBUG MIGRATION-DELAY
+# <phase> <ms>, waits until the donor is in that phase; returns the
+# deferring client that sent it.
+proc mg_start_held {ranges phase ms args} {
+    R 0 debug migration-delay reset
+    R 0 debug migration-delay $phase $ms
+    set rd [mg_migrate_deferred 0 1 $ranges {*}$args]
+    mg_wait_phase 0 $phase
+    return $rd
+}
+
+# The error a held migration ends with.
+proc mg_held_error {rd re} {
+    if {![catch {$rd read} err]} { fail "the migration succeeded: $err" }
+    $rd close
+    R 0 debug migration-delay reset
+    if {![regexp -nocase -- $re $err]} { fail "migration error '$err' does not match /$re/" }
+    puts "migration error: $err"
+}
+
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+    set F {0-499 600}
+    set Fset [mg_slotset $F]
+    mg_fast_clients
+    set fkeys [mg_fill 0 f 400 $Fset]
+    mg_fill 0 k 100 [mg_slotset 1000-8191]
+    mg_fill 1 r 50 [mg_slotset 8192-16383]
+    mg_wait_converged
+
+    test {RDMAMIGRATESLOTS CANCEL on the donor during the transfer rolls back} {
+        set before [mg_fault_before $F $fkeys]
+        set rd [mg_start_held $F transfer 2000]
+        assert_equal OK [R 0 rdmamigrateslots cancel]
+        mg_held_error $rd {migration failed in transfer.*cancel}
+        mg_assert_rolled_back $before $F cancelled
+    }
+
+    test {RDMAMIGRATESLOTS CANCEL on the recipient rolls back} {
+        set before [mg_fault_before $F $fkeys]
+        set rd [mg_start_held $F patch 2000]
+        assert_equal recipient [dict get [mg_status 1] role]
+        assert_equal running [dict get [mg_status 1] state]
+        assert_equal OK [R 1 rdmamigrateslots cancel]
+        mg_held_error $rd {migration failed in .*cancel}
+        mg_assert_rolled_back $before $F [mg_info 0 migration_last_status]
+        assert {[lsearch {failed cancelled} [mg_info 0 migration_last_status]] >= 0}
+    }
+
+    test {RDMAMIGRATESLOTS: a TIMEOUT shorter than the migration rolls back} {
+        set before [mg_fault_before $F $fkeys]
+        set rd [mg_start_held $F transfer 3000 timeout 700]
+        mg_held_error $rd {migration failed in .*(timeout|timed out)}
+        mg_assert_rolled_back $before $F failed
+        assert_equal [expr {[dict get $before totals migration_total_failed] + 1}] [mg_info 0 migration_total_failed]
+    }
+
+    test {RDMAMIGRATESLOTS CANCEL after the handover is refused, the migration completes} {
+        set snap [mg_snapshot 0 $fkeys]
+        set rd [mg_start_held $F delete 1500]
+        mg_assert_err {handover|too late|cannot|can't|not possible} {R 0 rdmamigrateslots cancel}
+        set reply [$rd read]
+        $rd close
+        R 0 debug migration-delay reset
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 $fkeys
+        assert_equal ok [mg_info 0 migration_last_status]
+        # And back, for the next tests.
+        mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 0 $snap
+        mg_wait_converged
+    }
+
+    test {RDMAMIGRATESLOTS: the recipient killed mid-transfer, the donor rolls back} {
+        R 1 save
+        set before [mg_fault_before $F $fkeys]
+        set rd [mg_start_held $F transfer 2000]
+        exec kill -9 [srv -1 pid]
+        mg_held_error $rd {migration failed}
+        mg_wait_idle 0
+        assert_equal [dict get $before own0] [mg_own_slots 0]
+        assert_equal [dict get $before digest0] [R 0 debug digest]
+        mg_assert_counts 0 [dict get $before counts]
+        assert_equal failed [mg_info 0 migration_last_status]
+        assert_equal [expr {[dict get $before totals migration_total_failed] + 1}] [mg_info 0 migration_total_failed]
+        restart_server -1 true false
+        mg_fast_clients
+        mg_wait_converged
+        mg_assert_owner 0 $F
+    }
+
+    test {RDMAMIGRATESLOTS: a recipient killed mid-migration restarts without its IMPORTING slots or keys} {
+        assert_equal [dict get $before digest1] [R 1 debug digest]
+        mg_assert_counts 1 [dict map {s c} [dict get $before counts] {expr 0}]
+        set open [mg_open_slots 1]
+        if {$open ne {}} {
+            # Leave a clean cluster for the next test whatever happens here.
+            R 1 cluster setslots stable {*}$F
+        }
+        assert_equal {} $open
+    }
+
+    test {RDMAMIGRATESLOTS: after the faults, the migration succeeds} {
+        set snap [mg_snapshot 0 $fkeys]
+        set pair [mg_pair_digest 0 1]
+        set reply [mg_migrate 0 1 $F]
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 $fkeys
+        assert_equal $pair [mg_pair_digest 0 1]
+        assert_equal {} [mg_open_slots 0]
+        assert_equal {} [mg_open_slots 1]
+        mg_wait_converged
+        mg_assert_owner 1 $F
+        mg_cluster_check 0
+    }
+}
+
+start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+    # Node 2 replicates node 0, node 3 node 1.
+    set F {100-1099}
+    set Fset [mg_slotset $F]
+    mg_fast_clients
+
+    test {RDMAMIGRATESLOTS with replicas: the recipient's replica gets the keys, the donor's drops them} {
+        wait_for_condition 100 100 {
+            [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
+        } else {
+            fail "replicas not in sync"
+        }
+        set fkeys [mg_fill 0 f 600 $Fset]
+        lappend fkeys {*}[mg_fill_big 0 f $Fset]
+        mg_fill 0 k 100 [mg_slotset 2000-8191]
+        mg_fill 1 r 100 [mg_slotset 8192-16383]
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set snap [mg_snapshot 0 $fkeys]
+        set reply [mg_migrate 0 1 $F]
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 1 $snap
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        # Each replica holds exactly what its master holds.
+        mg_assert_counts 2 [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+        mg_assert_counts 3 [mg_expected_counts $F $fkeys]
+        assert_equal [R 0 debug digest] [R 2 debug digest]
+        assert_equal [R 1 debug digest] [R 3 debug digest]
+        assert_equal [R 0 dbsize] [R 2 dbsize]
+        assert_equal [R 1 dbsize] [R 3 dbsize]
+        R 2 readonly
+        R 3 readonly
+        mg_assert_keys 3 $snap
+        mg_assert_absent 2 $fkeys
+        mg_wait_converged
+        mg_cluster_check 0
+    }
+
+    test {RDMAMIGRATESLOTS with replicas: the recipient's replica promoted serves every key} {
+        set digest [R 1 debug digest]
+        assert_equal OK [R 3 cluster failover]
+        wait_for_condition 100 100 {
+            [s -3 role] eq {master} && [s -1 role] eq {slave}
+        } else {
+            fail "node 3 did not take over from node 1"
+        }
+        mg_wait_converged
+        assert_equal $digest [R 3 debug digest]
+        mg_assert_keys 3 $snap
+        mg_assert_owner 3 $F
+        R 3 readwrite
+        # The new master serves writes to the moved slots.
+        set k [lindex $fkeys 0]
+        assert_equal 1 [R 3 exists $k]
+        R 3 set $k written-after-failover
+        assert_equal written-after-failover [R 3 get $k]
+        mg_cluster_check 3
+    }
+}

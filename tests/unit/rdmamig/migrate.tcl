@@ -1,0 +1,377 @@
+# RDMAMIGRATESLOTS (src/migration.c), TRANSPORT tcp: slots moved as memory
+# blocks between two masters while both serve clients.
+#
+# 1. Usage errors: every bad argument or state gets an error and changes
+#    nothing (slot owners, MIGRATING/IMPORTING, keys), on the donor, the
+#    recipient and a replica; the recipient-side commands refuse misuse; a
+#    server without cluster mode refuses them all; COMMAND DOCS/INFO.
+# 2. A random workload over every type and encoding (and 100k-element
+#    keys, TTLs) moves to the other master: the reply, the slot owners on
+#    every node, every key identical on the recipient (DUMP, DEBUG
+#    DIGEST-VALUE, expire time), nothing left on the donor, INFO migration,
+#    redis-cli --cluster check; then back again after writes on the
+#    recipient (round trip).
+# 3. Writes to the migrating slots while the migration runs (DEBUG
+#    MIGRATION-DELAY holds it in prepare and transfer): each is answered
+#    without error, by the donor or with a MOVED to the recipient (then
+#    resent there, as a cluster client would), and every acknowledged write
+#    is on the new owner afterwards.
+# Faults and replication: migrate-faults.tcl.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+    # Node 0 serves 0-8191, node 1 8192-16383, node 2 replicates node 0.
+    mg_fast_clients
+    set id1 [R 1 cluster myid]
+    set h0 [srv 0 host]; set p0 [srv 0 port]
+    set h1 [srv -1 host]; set p1 [srv -1 port]
+    set h2 [srv -2 host]; set p2 [srv -2 port]
+
+    test {RDMAMIGRATESLOTS: COMMAND DOCS and COMMAND INFO describe the commands} {
+        foreach cmd {rdmamigrateslots initrdmaserver rdmaregister rdmadone} {
+            set docs [dict get [R 0 command docs $cmd] $cmd]
+            assert {[string length [dict get $docs summary]] > 10}
+            set info [lindex [R 0 command info $cmd] 0]
+            assert_equal $cmd [lindex $info 0]
+            assert {[lsearch [lindex $info 2] admin] >= 0}
+            assert {[lsearch [lindex $info 2] noscript] >= 0}
+            assert {[lsearch [lindex $info 6] @admin] >= 0}
+            assert {[lsearch [lindex $info 6] @dangerous] >= 0}
+        }
+        set args [dict get [dict get [R 0 command docs rdmamigrateslots] rdmamigrateslots] arguments]
+        assert {[string match -nocase "*transport*auth*timeout*" $args]}
+    }
+
+    test {RDMAMIGRATESLOTS: usage errors change nothing} {
+        wait_for_cluster_propagation
+        # Keys in a few of node 0's slots, one slot already MIGRATING.
+        foreach k [mg_names err 50 [mg_slotset 0-200]] { R 0 set $k $k }
+        R 0 cluster setslots migrating $id1 300
+        R 1 cluster setslots importing [R 0 cluster myid] 300
+        set cases [list \
+            {} {wrong number of arguments} \
+            [list $h1] {wrong number of arguments|syntax|unknown} \
+            [list $h1 $p1] {wrong number of arguments|slot} \
+            [list $h1 notaport 0] {port} \
+            [list $h1 70000 0] {port} \
+            [list $h1 $p1 16384] {out of range} \
+            [list $h1 $p1 -1] {out of range|invalid} \
+            [list $h1 $p1 abc] {invalid} \
+            [list $h1 $p1 0-16384] {out of range} \
+            [list $h1 $p1 5-3] {invalid range|start slot is greater} \
+            [list $h1 $p1 1-] {invalid} \
+            [list $h1 $p1 0-10 5] {given twice} \
+            [list $h1 $p1 7 7] {given twice} \
+            [list $h1 $p1 0-100 9000] {not the owner|own} \
+            [list $h1 $p1 8191-8192] {not the owner|own} \
+            [list $h1 $p1 299-301] {migrating|importing|open|stable} \
+            [list $h1 1 0-100] {unknown|not a known|don't know|no such} \
+            [list 10.255.255.1 $p1 0-100] {unknown|not a known|don't know|no such} \
+            [list $h0 $p0 0-100] {myself|itself|self} \
+            [list $h2 $p2 0-100] {not a master|replica|slave} \
+            [list $h1 $p1 0-100 transport bogus] {transport} \
+            [list $h1 $p1 0-100 transport] {transport|syntax|wrong number} \
+            [list $h1 $p1 0-100 timeout 0] {timeout} \
+            [list $h1 $p1 0-100 timeout -5] {timeout} \
+            [list $h1 $p1 0-100 timeout abc] {timeout|integer} \
+            [list $h1 $p1 0-100 timeout] {timeout|syntax|wrong number} \
+            [list $h1 $p1 0-100 auth] {auth|syntax|wrong number} \
+            [list $h1 $p1 0-100 auth2 user] {auth|syntax|wrong number} \
+            [list $h1 $p1 0-100 frobnicate] {syntax|option|invalid|slot} \
+            [list status extra] {wrong number|syntax|status} \
+            [list cancel extra] {wrong number|syntax|cancel} \
+            [list cancel] {no migration is running} \
+        ]
+        set before [list [mg_state 0] [mg_state 1]]
+        foreach {args re} $cases {
+            set err [mg_assert_err $re {R 0 rdmamigrateslots {*}$args}]
+            assert_equal $before [list [mg_state 0] [mg_state 1]] "after 'RDMAMIGRATESLOTS $args' ($err)"
+        }
+        # Sent to the replica, or to the recipient for slots it does not own.
+        mg_assert_err {master|replica|slave} {R 2 rdmamigrateslots $h1 $p1 0-100 transport tcp}
+        mg_assert_err {not the owner|own} {R 1 rdmamigrateslots $h0 $p0 0-100 transport tcp}
+        mg_assert_err {no migration is running} {R 1 rdmamigrateslots cancel}
+        # Not in a transaction, not from a script.
+        set rd [redis_deferring_client]
+        $rd multi
+        $rd read
+        $rd rdmamigrateslots $h1 $p1 0-100 transport tcp
+        mg_assert_err {transaction|multi} {$rd read}
+        $rd exec
+        catch {$rd read}
+        $rd close
+        mg_assert_err {script} {R 0 eval {return redis.call('rdmamigrateslots', ARGV[1], ARGV[2], '0-100')} 0 $h1 $p1}
+        # The test hook checks its arguments too.
+        mg_assert_err {phase|syntax|invalid} {R 0 debug migration-delay bogus 10}
+        mg_assert_err {integer|invalid|delay|syntax} {R 0 debug migration-delay transfer abc}
+        assert_equal $before [list [mg_state 0] [mg_state 1]]
+        assert_equal 0 [mg_info 0 migration_total_failed]
+        R 0 cluster setslots stable 300
+        R 1 cluster setslots stable 300
+    }
+
+    test {INITRDMASERVER, RDMAREGISTER, RDMADONE: misuse is refused} {
+        set before [list [mg_state 0] [mg_state 1]]
+        mg_assert_err {wrong number} {R 1 initrdmaserver}
+        mg_assert_err {port|integer} {R 1 initrdmaserver notaport}
+        mg_assert_err {port} {R 1 initrdmaserver 70000}
+        mg_assert_err {transport} {R 1 initrdmaserver 0 transport bogus}
+        mg_assert_err {timeout} {R 1 initrdmaserver 0 timeout 0}
+        mg_assert_err {syntax|option|wrong number} {R 1 initrdmaserver 0 frobnicate}
+        mg_assert_err {wrong number} {R 1 rdmaregister}
+        mg_assert_err {wrong number} {R 1 rdmadone}
+        # No session (no INITRDMASERVER on this connection).
+        mg_assert_err {initrdmaserver|session|no migration|not importing|importing} \
+            {R 1 rdmaregister 100 1 4096 1 4096 65536}
+        mg_assert_err {initrdmaserver|session|no migration|not importing|importing} {R 1 rdmadone 100}
+        mg_assert_err {out of range|invalid} {R 1 rdmadone 16384}
+        # A replica refuses to open a data listener.
+        mg_assert_err {master|replica|slave} {R 2 initrdmaserver 0 transport tcp}
+        assert_equal $before [list [mg_state 0] [mg_state 1]]
+
+        # With a session: slots that are not IMPORTING are refused. The
+        # session ends when its connection closes.
+        set c [redis $h1 $p1 0 $::tls]
+        set init [$c initrdmaserver 0 transport tcp timeout 10000]
+        assert_equal tcp [dict get $init transport]
+        assert {[dict get $init port] > 0}
+        assert {[string length [dict get $init token]] > 0}
+        mg_assert_err {importing} {$c rdmaregister 100 1 4096 1 4096 65536}
+        mg_assert_err {importing} {$c rdmaregister 9000 1 4096 1 4096 65536}
+        mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536}
+        mg_assert_err {out of range|invalid} {$c rdmaregister 16384 1 4096 1 4096 65536}
+        mg_assert_err {importing|invalid|not} {$c rdmadone 9000}
+        $c close
+        mg_wait_idle 1
+        assert_equal $before [list [mg_state 0] [mg_state 1]]
+    }
+}
+
+start_server {tags {external:skip rdmamig}} {
+    test {RDMAMIGRATESLOTS and the recipient commands need cluster mode} {
+        r set k v
+        mg_assert_err {cluster} {r rdmamigrateslots 127.0.0.1 [srv 0 port] 0-100}
+        mg_assert_err {cluster|no migration is running} {r rdmamigrateslots cancel}
+        mg_assert_err {cluster} {r initrdmaserver 0}
+        mg_assert_err {cluster} {r rdmaregister 0 1 4096 1 4096 65536}
+        mg_assert_err {cluster} {r rdmadone 0}
+        assert_equal v [r get k]
+    }
+}
+
+# Ops that change a key of any type a little (writes on the recipient
+# between two migrations).
+proc mg_touch {n k} {
+    switch [R $n type $k] {
+        string { R $n append $k [randstring 1 20 alpha] }
+        list { R $n rpush $k [mg_elem] }
+        set { R $n sadd $k [mg_elem] }
+        hash { R $n hset $k [mg_elem] [mg_elem] }
+        zset { R $n zadd $k [randomInt 100] [mg_elem] }
+        stream { R $n xadd $k * touched [mg_elem] }
+    }
+    switch [randomInt 4] {
+        0 { R $n persist $k }
+        1 { R $n pexpire $k [expr {200000000 + [randomInt 1000000]}] }
+    }
+}
+
+# Writer c (a deferring client to node 0) sends its batch at once: INCRs
+# of existing counters, RPUSHes to its own list, SETs of new keys. Adds
+# to the caller's 'sent' (client -> commands) and 'expected' (counter ->
+# increments).
+proc mg_writer_batch {c Wset counters} {
+    upvar sent sent expected expected
+    set rd [redis_deferring_client 0]
+    set cmds {}
+    set list [lindex [mg_names w:list:$c 1 $Wset] 0]
+    set i 0
+    foreach new [mg_names w:new:$c 10 $Wset] {
+        set counter [lindex $counters [expr {$i % [llength $counters]}]]
+        dict incr expected $counter
+        lappend cmds [list incr $counter]
+        lappend cmds [list rpush $list $c:$i]
+        lappend cmds [list set $new $c:$i]
+        incr i
+    }
+    foreach cmd $cmds { $rd {*}$cmd }
+    dict set sent $rd $cmds
+}
+
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+    # Migrated: M (2101 of node 0's slots); K: node 0's other slots.
+    set M {0-1999 3000 3500-3599}
+    set Mset [mg_slotset $M]
+    set Kset [mg_slotset {2000-2999 3001-3499 3600-8191}]
+    set Rset [mg_slotset 8192-16383]
+    set nM [llength [mg_expand $M]]
+    mg_fast_clients
+
+    test {RDMAMIGRATESLOTS: a random workload over every type and encoding} {
+        set t0 [clock milliseconds]
+        set mkeys [mg_fill 0 m 1200 $Mset]
+        lappend mkeys {*}[mg_fill_big 0 m $Mset]
+        set kkeys [mg_fill 0 k 300 $Kset]
+        set rkeys [mg_fill 1 r 200 $Rset]
+        assert_equal [expr {[llength $mkeys] + [llength $kkeys]}] [R 0 dbsize]
+        assert_equal [llength $rkeys] [R 1 dbsize]
+        set encodings {}
+        foreach k $mkeys {
+            dict incr encodings "[R 0 type $k]/[R 0 object encoding $k]"
+        }
+        foreach e {string/int string/embstr string/raw list/quicklist set/intset
+                   set/hashtable hash/listpack hash/hashtable zset/listpack
+                   zset/skiplist stream/stream} {
+            assert {[dict exists $encodings $e]}
+        }
+        puts "workload: [llength $mkeys] keys to move ($encodings), in [expr {[clock milliseconds] - $t0}] ms"
+        # (Long scripts may have made the nodes miss pings.)
+        mg_wait_converged
+    }
+
+    # A migration of ranges from node 'from' to node 'to' of the keys in
+    # snap (and nothing of the keys in stay_from/stay_to snapshots), with
+    # every check.
+    proc mg_check_migration {from to ranges snap stay_from stay_to} {
+        set keys [dict keys $snap]
+        set counts [mg_expected_counts $ranges $keys]
+        mg_assert_counts $from $counts
+        set pair [mg_pair_digest $from $to]
+        set size_from [R $from dbsize]
+        set size_to [R $to dbsize]
+        set totals [mg_totals $from]
+
+        set t0 [clock milliseconds]
+        set reply [mg_migrate $from $to $ranges]
+        set ms [expr {[clock milliseconds] - $t0}]
+        mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $keys]
+        mg_assert_info_ok $from $totals $reply
+
+        # Both nodes agree on the new owner at once, nothing is left open.
+        assert_equal {} [mg_open_slots $from]
+        assert_equal {} [mg_open_slots $to]
+        mg_assert_owner $to $ranges
+        # The keys moved, all of them, identical; the others stayed.
+        mg_assert_counts $to $counts
+        mg_assert_counts $from [dict map {s c} $counts {expr 0}]
+        assert_equal [expr {$size_from - [llength $keys]}] [R $from dbsize]
+        assert_equal [expr {$size_to + [llength $keys]}] [R $to dbsize]
+        set reencoded [mg_assert_keys $to $snap]
+        mg_assert_absent $from $keys
+        mg_assert_keys $from $stay_from
+        mg_assert_keys $to $stay_to
+        # Whole nodes: the same keys, values and expire times in total.
+        assert_equal $pair [mg_pair_digest $from $to]
+        # The old owner redirects.
+        set k [lindex $keys 0]
+        assert_error "MOVED [mg_keyslot $k] [srv -$to host]:[srv -$to port]" {R $from exists $k}
+        mg_wait_converged
+        mg_cluster_check $from
+        puts "node $from -> node $to: [llength $keys] keys in $ms ms ($reencoded re-encoded): $reply"
+    }
+
+    test {RDMAMIGRATESLOTS: every key arrives identical, the donor keeps none} {
+        set snap [mg_snapshot 0 $mkeys]
+        mg_check_migration 0 1 $M $snap [mg_snapshot 0 $kkeys] [mg_snapshot 1 $rkeys]
+    }
+
+    test {RDMAMIGRATESLOTS: keys written on the recipient go back with the rest (round trip)} {
+        # Changed, deleted and new keys in the moved slots.
+        set shuffled [lshuffle $mkeys]
+        foreach k [lrange $shuffled 0 99] { mg_touch 1 $k }
+        set deleted [lrange $shuffled 100 119]
+        R 1 del {*}[lrange $deleted 0 9]
+        foreach k [lrange $deleted 10 end] { R 1 unlink $k }
+        set new [mg_fill 1 n 60 $Mset]
+        set mkeys [concat [lrange $shuffled 0 99] [lrange $shuffled 120 end] $new]
+        set snap [mg_snapshot 1 $mkeys]
+        mg_check_migration 1 0 $M $snap [mg_snapshot 1 $rkeys] [mg_snapshot 0 $kkeys]
+        mg_assert_absent 0 $deleted
+        mg_assert_absent 1 $deleted
+    }
+
+    test {RDMAMIGRATESLOTS: writes during the migration wait or are redirected, none is lost} {
+        # Slots 0-999 go to node 1 while clients write to them. The donor
+        # thread sleeps 500 ms in prepare and 1000 ms in transfer.
+        set W {0-999}
+        set Wset [mg_slotset $W]
+        set wkeys [mg_keys_in $mkeys $Wset]
+        set counters [mg_names w:cnt 4 $Wset]
+        foreach c $counters { R 0 set $c 0 }
+        set wsnap [mg_snapshot 0 $wkeys]
+        set strkey [lindex [lmap k $wkeys { if {[R 0 type $k] eq {string}} { set k } else continue }] 0]
+        set kept [lindex [mg_names w:kept 1 $Kset] 0]
+
+        R 0 debug migration-delay prepare 500
+        R 0 debug migration-delay transfer 1000
+        set rdm [mg_migrate_deferred 0 1 $W]
+
+        set sent {}
+        set expected {}
+        mg_wait_phase 0 prepare
+        mg_writer_batch 0 $Wset $counters
+        mg_wait_phase 0 transfer
+        set st [mg_status 0]
+        assert_equal donor [dict get $st role]
+        assert_equal running [dict get $st state]
+        assert_equal running [mg_info 0 migration_state]
+        mg_writer_batch 1 $Wset $counters
+        # Reads of the migrating slots and writes to other slots are served.
+        assert_equal [lindex [dict get $wsnap $strkey] 2] [R 0 dump $strkey]
+        assert_equal OK [R 0 set $kept x]
+        assert_equal running [mg_info 0 migration_state]
+        after 300
+        mg_writer_batch 2 $Wset $counters
+
+        set reply [$rdm read]
+        $rdm close
+        R 0 debug migration-delay reset
+        mg_assert_reply $reply 1000 [dict get $reply keys]
+        assert {[dict get $reply keys] >= [llength $wkeys] + 4}
+
+        # Every write is answered: done by the donor, or MOVED to node 1
+        # (then resent there). ASK would expose the recipient's copy.
+        set on_donor 0; set moved 0; set asked 0
+        dict for {rd cmds} $sent {
+            foreach cmd $cmds {
+                if {![catch {$rd read} res]} { incr on_donor; continue }
+                if {[regexp {^MOVED ([0-9]+) (.+):([0-9]+)$} $res _ slot host port]} {
+                    assert_equal [list $slot $port] [list [mg_keyslot [lindex $cmd 1]] [srv -1 port]]
+                    incr moved
+                    R 1 {*}$cmd
+                } elseif {[regexp {^ASK } $res]} {
+                    incr asked
+                    R 1 asking
+                    R 1 {*}$cmd
+                } else {
+                    fail "'$cmd' during the migration: $res"
+                }
+            }
+            $rd close
+        }
+        puts "writes during the migration: $on_donor done by the donor, $moved MOVED, $asked ASK; reply $reply"
+
+        # Every acknowledged write is on the owner.
+        mg_assert_owner 1 $W
+        dict for {c n} $expected { assert_equal $n [R 1 get $c] "counter $c" }
+        foreach c {0 1 2} {
+            set list [lindex [mg_names w:list:$c 1 $Wset] 0]
+            assert_equal [lmap i {0 1 2 3 4 5 6 7 8 9} {string cat $c:$i}] [R 1 lrange $list 0 -1]
+            set i 0
+            foreach new [mg_names w:new:$c 10 $Wset] {
+                assert_equal $c:$i [R 1 get $new]
+                incr i
+            }
+        }
+        mg_assert_keys 1 $wsnap
+        mg_assert_absent 0 [concat $wkeys $counters]
+        assert_equal x [R 0 get $kept]
+        assert_equal {} [mg_open_slots 0]
+        assert_equal {} [mg_open_slots 1]
+        mg_wait_converged
+        mg_cluster_check 1
+        # No ASK: the recipient's copies are never visible before handover.
+        assert_equal 0 $asked
+    }
+}
