@@ -281,8 +281,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         set shuffled [lshuffle $mkeys]
         foreach k [lrange $shuffled 0 99] { mg_touch 1 $k }
         set deleted [lrange $shuffled 100 119]
-        R 1 del {*}[lrange $deleted 0 9]
-        foreach k [lrange $deleted 10 end] { R 1 unlink $k }
+        foreach k [lrange $deleted 0 9] { assert_equal 1 [R 1 del $k] }
+        foreach k [lrange $deleted 10 end] { assert_equal 1 [R 1 unlink $k] }
         set new [mg_fill 1 n 60 $Mset]
         set mkeys [concat [lrange $shuffled 0 99] [lrange $shuffled 120 end] $new]
         set snap [mg_snapshot 1 $mkeys]
@@ -324,9 +324,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         after 300
         mg_writer_batch 2 $Wset $counters
 
-        set reply [$rdm read]
+        set failed [catch {$rdm read} reply]
         $rdm close
         R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
         mg_assert_reply $reply 1000 [dict get $reply keys]
         assert {[dict get $reply keys] >= [llength $wkeys] + 4}
 
