@@ -45,6 +45,13 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
 
     test {RDMAMIGRATESLOTS: usage errors change nothing} {
         wait_for_cluster_propagation
+        # Node 0 knows node 2 is a replica.
+        set id2 [R 2 cluster myid]
+        wait_for_condition 100 100 {
+            [regexp "(^|\n)$id2 \\S+ slave " [R 0 cluster nodes]]
+        } else {
+            fail "node 0 does not see node 2 as a replica"
+        }
         # Keys in a few of node 0's slots, one slot already MIGRATING.
         foreach k [mg_names err 50 [mg_slotset 0-200]] { R 0 set $k $k }
         R 0 cluster setslots migrating $id1 300
@@ -59,15 +66,15 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
             [list $h1 $p1 -1] {out of range|invalid} \
             [list $h1 $p1 abc] {invalid} \
             [list $h1 $p1 0-16384] {out of range} \
-            [list $h1 $p1 5-3] {invalid range|start slot is greater} \
+            [list $h1 $p1 5-3] {invalid range|start slot is greater|start <= end} \
             [list $h1 $p1 1-] {invalid} \
             [list $h1 $p1 0-10 5] {given twice} \
             [list $h1 $p1 7 7] {given twice} \
             [list $h1 $p1 0-100 9000] {not the owner|own} \
             [list $h1 $p1 8191-8192] {not the owner|own} \
             [list $h1 $p1 299-301] {migrating|importing|open|stable} \
-            [list $h1 1 0-100] {unknown|not a known|don't know|no such} \
-            [list 10.255.255.1 $p1 0-100] {unknown|not a known|don't know|no such} \
+            [list $h1 1 0-100] {not a node|unknown|not a known|don't know} \
+            [list 10.255.255.1 $p1 0-100] {not a node|unknown|not a known|don't know} \
             [list $h0 $p0 0-100] {myself|itself|self} \
             [list $h2 $p2 0-100] {not a master|replica|slave} \
             [list $h1 $p1 0-100 transport bogus] {transport} \
@@ -125,7 +132,6 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         mg_assert_err {initrdmaserver|session|no migration|not importing|importing} \
             {R 1 rdmaregister 100 1 4096 1 4096 65536}
         mg_assert_err {initrdmaserver|session|no migration|not importing|importing} {R 1 rdmadone 100}
-        mg_assert_err {out of range|invalid} {R 1 rdmadone 16384}
         # A replica refuses to open a data listener.
         mg_assert_err {master|replica|slave} {R 2 initrdmaserver 0 transport tcp}
         assert_equal $before [list [mg_state 0] [mg_state 1]]
@@ -140,8 +146,9 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         mg_assert_err {importing} {$c rdmaregister 100 1 4096 1 4096 65536}
         mg_assert_err {importing} {$c rdmaregister 9000 1 4096 1 4096 65536}
         mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536}
-        mg_assert_err {out of range|invalid} {$c rdmaregister 16384 1 4096 1 4096 65536}
-        mg_assert_err {importing|invalid|not} {$c rdmadone 9000}
+        mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536}
+        mg_assert_err {before RDMAREGISTER|importing|invalid} {$c rdmadone 9000}
+        mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone 16384}
         $c close
         mg_wait_idle 1
         assert_equal $before [list [mg_state 0] [mg_state 1]]
