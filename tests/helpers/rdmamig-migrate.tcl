@@ -101,7 +101,8 @@ proc mg_wait_idle {n} {
     wait_for_condition 200 50 {
         [dict get [mg_status $n] state] eq {idle} && [mg_open_slots $n] eq {}
     } else {
-        fail "node $n: migration still running or slots open: [mg_status $n] [mg_open_slots $n]"
+        set open [mg_open_slots $n]
+        fail "node $n: migration still running or slots open: [mg_status $n]; [llength $open] open slots: [lrange $open 0 2]"
     }
 }
 
