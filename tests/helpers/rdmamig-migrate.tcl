@@ -165,8 +165,12 @@ proc mg_assert_err {re script} {
 
 # RDMAMIGRATESLOTS from node 'from' to node 'to', TRANSPORT tcp; returns
 # the reply (a dict).
+# A failure is an assertion (the test fails, the file goes on).
 proc mg_migrate {from to ranges args} {
-    R $from rdmamigrateslots [srv -$to host] [srv -$to port] {*}$ranges transport tcp {*}$args
+    if {[catch {R $from rdmamigrateslots [srv -$to host] [srv -$to port] {*}$ranges transport tcp {*}$args} reply]} {
+        fail "RDMAMIGRATESLOTS $ranges from node $from to node $to: $reply"
+    }
+    return $reply
 }
 
 # The same from a deferring client (the caller reads the reply).

@@ -93,6 +93,9 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         set wr [redis_deferring_client 0]
         set wkeys [mg_names w:cancel 5 $Fset]
         foreach k $wkeys { $wr set $k v:$k }
+        # One migration at a time per node, as donor or as recipient.
+        mg_assert_err {running|already|in progress|one migration} {mg_migrate 0 1 {7000-7010}}
+        mg_assert_err {running|already|in progress|one migration} {mg_migrate 1 0 {9000-9010}}
         after 100
         assert_equal OK [R 0 rdmamigrateslots cancel]
         mg_held_error $rd {migration failed in transfer.*cancel}
@@ -169,6 +172,26 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
             R 1 cluster setslots stable {*}$F
         }
         assert_equal {} [lrange $open 0 2] "[llength $open] slots open"
+    }
+
+    test {RDMAMIGRATESLOTS AUTH/AUTH2: the donor authenticates on the recipient} {
+        # Node 1 requires a password (our connection stays authenticated).
+        set akeys [mg_fill 0 a 20 [mg_slotset 700-799]]
+        set snap [mg_snapshot 0 $akeys]
+        R 1 config set requirepass secret
+        set before [mg_fault_before {700-799} $akeys]
+        set failed [catch {
+            mg_assert_err {migration failed in check:.*(NOAUTH|auth)} {mg_migrate 0 1 {700-799}}
+            mg_assert_err {migration failed in check:.*(WRONGPASS|invalid|auth)} {mg_migrate 0 1 {700-799} auth wrong}
+            mg_assert_rolled_back $before {700-799} failed
+            mg_assert_reply [mg_migrate 0 1 {700-799} auth secret] 100 20
+            mg_assert_keys 1 $snap
+            mg_assert_reply [mg_migrate 1 0 {700-799} auth2 default secret] 100 20
+            mg_assert_keys 0 $snap
+            mg_assert_owner 0 {700-799}
+        } err]
+        R 1 config set requirepass ""
+        if {$failed} { error $err }
     }
 
     test {RDMAMIGRATESLOTS: after the faults, the migration succeeds} {

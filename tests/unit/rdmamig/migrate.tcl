@@ -153,6 +153,23 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         mg_wait_idle 1
         assert_equal $before [list [mg_state 0] [mg_state 1]]
     }
+
+    test {RDMAMIGRATESLOTS: slots without keys move too, and back} {
+        set size0 [R 0 dbsize]
+        mg_assert_reply [mg_migrate 0 1 {5000-5099 6000}] 101 0
+        assert_equal {} [mg_open_slots 0]
+        assert_equal {} [mg_open_slots 1]
+        mg_wait_converged
+        mg_assert_owner 1 {5000-5099 6000}
+        set st [mg_status 1]
+        assert_equal idle [dict get $st state]
+        mg_assert_reply [mg_migrate 1 0 {5000-5099 6000}] 101 0
+        mg_wait_converged
+        mg_assert_owner 0 {5000-5099 6000}
+        assert_equal $size0 [R 0 dbsize]
+        assert_equal [R 0 debug digest] [R 2 debug digest]
+        mg_cluster_check 0
+    }
 }
 
 start_server {tags {external:skip rdmamig}} {
@@ -309,6 +326,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         set wsnap [mg_snapshot 0 $wkeys]
         set strkey [lindex [lmap k $wkeys { if {[R 0 type $k] eq {string}} { set k } else continue }] 0]
         set kept [lindex [mg_names w:kept 1 $Kset] 0]
+        # Keys that expire while the migration runs: gone everywhere after.
+        set short [mg_names w:short 5 $Wset]
+        foreach k $short { R 0 set $k v px 1200 }
+        set postponed [mg_info 0 migration_postponed_commands]
 
         R 0 debug migration-delay prepare 500
         R 0 debug migration-delay transfer 1000
@@ -337,6 +358,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         if {$failed} { fail "the migration failed: $reply" }
         mg_assert_reply $reply 1000 [dict get $reply keys]
         assert {[dict get $reply keys] >= [llength $wkeys] + 4}
+        # The freeze covers the 1000 ms the donor slept in transfer.
+        assert {[dict get $reply write_pause_ms] >= 900}
 
         # Every write is answered: done by the donor, or MOVED to node 1
         # (then resent there). ASK would expose the recipient's copy.
@@ -374,6 +397,17 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         }
         mg_assert_keys 1 $wsnap
         mg_assert_absent 0 [concat $wkeys $counters]
+        assert {[mg_info 0 migration_postponed_commands] > $postponed}
+        wait_for_condition 100 50 {
+            [R 1 exists {*}[lrange $short 0 0]] == 0
+        } else {
+            fail "a key with a 1200 ms TTL still exists on the recipient"
+        }
+        foreach k $short {
+            assert_equal 0 [R 1 exists $k]
+            assert_equal -2 [R 1 pttl $k]
+        }
+        mg_assert_absent 0 $short
         assert_equal x [R 0 get $kept]
         assert_equal {} [mg_open_slots 0]
         assert_equal {} [mg_open_slots 1]
