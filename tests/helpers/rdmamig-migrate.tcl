@@ -182,7 +182,7 @@ proc mg_migrate_deferred {from to ranges args} {
 
 # Wait until node n's STATUS says phase (the donor thread sleeps there).
 proc mg_wait_phase {n phase} {
-    wait_for_condition 400 10 {
+    wait_for_condition 1000 10 {
         [dict get [mg_status $n] phase] eq $phase
     } else {
         fail "node $n never reached phase $phase: [mg_status $n]"

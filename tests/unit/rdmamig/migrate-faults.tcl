@@ -122,7 +122,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
 
     test {RDMAMIGRATESLOTS: a TIMEOUT shorter than the migration rolls back} {
         set before [mg_fault_before $F $fkeys]
-        set rd [mg_start_held $F transfer 3000 timeout 700]
+        set rd [mg_start_held $F transfer 5000 timeout 1500]
         mg_held_error $rd {migration failed in .*(timeout|timed out)}
         mg_assert_rolled_back $before $F failed
         assert_equal [expr {[dict get $before totals migration_total_failed] + 1}] [mg_info 0 migration_total_failed]
