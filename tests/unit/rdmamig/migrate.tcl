@@ -130,7 +130,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         mg_assert_err {wrong number} {R 1 rdmadone}
         # No session (no INITRDMASERVER on this connection).
         mg_assert_err {initrdmaserver|session|no migration|not importing|importing} \
-            {R 1 rdmaregister 100 1 4096 1 4096 65536}
+            {R 1 rdmaregister 100 1 4096 1 4096 65536 65536}
         mg_assert_err {initrdmaserver|session|no migration|not importing|importing} {R 1 rdmadone 100}
         # A replica refuses to open a data listener.
         mg_assert_err {master|replica|slave} {R 2 initrdmaserver 0 transport tcp}
@@ -139,18 +139,22 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         # With a session: slots that are not IMPORTING are refused. The
         # session ends when its connection closes.
         set c [redis $h1 $p1 0 $::tls]
-        set init [$c initrdmaserver 0 transport tcp timeout 10000]
-        assert_equal tcp [dict get $init transport]
-        assert {[dict get $init port] > 0}
-        assert {[string length [dict get $init token]] > 0}
-        mg_assert_err {importing} {$c rdmaregister 100 1 4096 1 4096 65536}
-        mg_assert_err {importing} {$c rdmaregister 9000 1 4096 1 4096 65536}
-        mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536}
-        mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536}
-        mg_assert_err {before RDMAREGISTER|importing|invalid} {$c rdmadone 9000}
-        mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone 16384}
+        # (The session must end whatever happens: close the connection.)
+        set failed [catch {
+            set init [$c initrdmaserver 0 transport tcp timeout 10000]
+            assert_equal tcp [dict get $init transport]
+            assert {[dict get $init port] > 0}
+            assert {[string length [dict get $init token]] > 0}
+            mg_assert_err {importing} {$c rdmaregister 100 1 4096 1 4096 65536 65536}
+            mg_assert_err {importing} {$c rdmaregister 9000 1 4096 1 4096 65536 65536}
+            mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536 65536}
+            mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536 65536}
+            mg_assert_err {before RDMAREGISTER|importing|invalid} {$c rdmadone 9000}
+            mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone 16384}
+        } err]
         $c close
         mg_wait_idle 1
+        if {$failed} { error $err }
         assert_equal $before [list [mg_state 0] [mg_state 1]]
     }
 
@@ -178,7 +182,7 @@ start_server {tags {external:skip rdmamig}} {
         mg_assert_err {cluster} {r rdmamigrateslots 127.0.0.1 [srv 0 port] 0-100}
         mg_assert_err {cluster|no migration is running} {r rdmamigrateslots cancel}
         mg_assert_err {cluster} {r initrdmaserver 0}
-        mg_assert_err {cluster} {r rdmaregister 0 1 4096 1 4096 65536}
+        mg_assert_err {cluster} {r rdmaregister 0 1 4096 1 4096 65536 65536}
         mg_assert_err {cluster} {r rdmadone 0}
         assert_equal v [r get k]
     }
