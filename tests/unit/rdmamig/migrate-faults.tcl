@@ -77,7 +77,10 @@ proc mg_held_error {rd re} {
     puts "migration error: $err"
 }
 
-start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+# cluster-node-timeout 15000: on a loaded 2-core machine a 100k-element
+# script or DEBUG DIGEST takes seconds, and with start_cluster's 500 ms
+# (or even 3 s) a 2-master cluster goes down (CLUSTERDOWN) under the test.
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     set F {0-499 600}
     set Fset [mg_slotset $F]
     mg_fast_clients
@@ -210,7 +213,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
     }
 }
 
-start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     # Node 2 replicates node 0, node 3 node 1.
     set F {100-1099}
     set Fset [mg_slotset $F]
@@ -224,6 +227,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         }
         set fkeys [mg_fill 0 f 600 $Fset]
         lappend fkeys {*}[mg_fill_big 0 f $Fset]
+        mg_wait_converged
         mg_fill 0 k 100 [mg_slotset 2000-8191]
         mg_fill 1 r 100 [mg_slotset 8192-16383]
         mg_wait_converged
@@ -235,6 +239,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         mg_assert_keys 1 $snap
         wait_for_ofs_sync [Rn 0] [Rn 2]
         wait_for_ofs_sync [Rn 1] [Rn 3]
+        mg_wait_converged
         # Each replica holds exactly what its master holds.
         mg_assert_counts 2 [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
         mg_assert_counts 3 [mg_expected_counts $F $fkeys]

@@ -20,7 +20,10 @@
 
 source tests/helpers/rdmamig-migrate.tcl
 
-start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+# cluster-node-timeout 15000: on a loaded 2-core machine a 100k-element
+# script or DEBUG DIGEST takes seconds, and with start_cluster's 500 ms
+# (or even 3 s) a 2-master cluster goes down (CLUSTERDOWN) under the test.
+start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     # Node 0 serves 0-8191, node 1 8192-16383, node 2 replicates node 0.
     mg_fast_clients
     set id1 [R 1 cluster myid]
@@ -227,7 +230,7 @@ proc mg_writer_batch {c Wset counters} {
     dict set sent $rd $cmds
 }
 
-start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tags {external:skip cluster rdmamig}} {
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     # Migrated: M (2101 of node 0's slots); K: node 0's other slots.
     set M {0-1999 3000 3500-3599}
     set Mset [mg_slotset $M]
@@ -240,6 +243,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 3000} tag
         set t0 [clock milliseconds]
         set mkeys [mg_fill 0 m 1200 $Mset]
         lappend mkeys {*}[mg_fill_big 0 m $Mset]
+        # (Long scripts may have made the nodes miss pings.)
+        mg_wait_converged
         set kkeys [mg_fill 0 k 300 $Kset]
         set rkeys [mg_fill 1 r 200 $Rset]
         assert_equal [expr {[llength $mkeys] + [llength $kkeys]}] [R 0 dbsize]
