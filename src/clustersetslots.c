@@ -41,6 +41,7 @@
 #include "server.h"
 #include "cluster.h"
 #include "clustersetslots.h"
+#include "migration.h"
 
 typedef enum {
     SETSLOTS_IMPORTING = CLUSTER_SETSLOTS_IMPORTING,
@@ -183,8 +184,10 @@ static void setSlotsAssign(clusterNode *n, const int *argof) {
             given_away++;
         clusterDelSlot(slot);
         clusterAddSlot(n, slot);
-        /* Taking a slot this node was importing ends the import. */
-        if (n == me && server.cluster->importing_slots_from[slot]) {
+        /* Taking a slot this node was importing ends the import (also a
+         * block migration's, which marks nothing, migration.c). */
+        if (n == me && (server.cluster->importing_slots_from[slot] ||
+                        migrationImportsSlot(slot))) {
             server.cluster->importing_slots_from[slot] = NULL;
             imported++;
         }

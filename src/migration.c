@@ -12,8 +12,8 @@
  *   RDMAMIGRATESLOTS host port slots...   (the caller waits, blocked)
  *   1 check (main thread, in the command)
  *   donor thread:
- *   2 CLUSTER SETSLOTS IMPORTING me slots  ---> importing, invisible
- *     INITRDMASERVER 0 TRANSPORT t         ---> listener + token; the
+ *   2 INITRDMASERVER 0 slots TRANSPORT t   ---> import session for the slots,
+ *                                               listener + token; the
  *                                               recipient thread accepts
  *     migConnect(token)                    ---> one data connection
  *   3 prepare (main thread slices): relocate stragglers, freeze the
@@ -44,12 +44,17 @@
  * transfer and patches; the main thread's timer answers the blocked
  * RDMAREGISTER/RDMADONE callers and links keys in slices.
  *
- * No MIGRATING state on the donor. A MIGRATING slot makes the donor answer
+ * No MIGRATING or IMPORTING state. A MIGRATING slot makes the donor answer
  * -ASK for keys it does not have, and a new key written that way would
  * live only on the recipient, where a rollback would lose it. The donor
  * keeps owning and serving the slots with no redirection until the
- * handover; the recipient's slots are IMPORTING, so its adopted copies
- * stay invisible to clients (MOVED) until it owns them.
+ * handover. The recipient does not mark them IMPORTING either: its import
+ * session (in memory only) knows them, its adopted copies are invisible to
+ * clients (MOVED, even with ASKING, for a slot it neither owns nor
+ * imports) until it owns them, and a recipient that crashes comes back
+ * with no trace of the import (an IMPORTING mark would be saved in
+ * nodes.conf). CLUSTER SETSLOTS NODE bumps its epoch for the slots of the
+ * import as for IMPORTING ones (migrationImportsSlot).
  *
  * Writes. From the freeze (prepare) to the handover, commands writing to
  * the slots wait (slotfreeze.c; clients never get an error), expiry and
@@ -174,8 +179,6 @@ typedef struct migSession {
     int handed_over;
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
-    unsigned char importing[CLUSTER_SLOTS / 8]; /* IMPORTING at INITRDMASERVER
-                                     * (the donor sets it just before). */
     char donor_name[CLUSTER_NAMELEN];
     migListener *listener;
     migConn *conn;
@@ -728,6 +731,14 @@ static int migDonorRecipientOwns(migSession *s) {
     return 0;
 }
 
+/* clustersetslots.c: a slot of the running import, whose CLUSTER SETSLOTS
+ * NODE <myself> bumps the epoch as for an IMPORTING slot. */
+int migrationImportsSlot(int slot) {
+    migSession *s = mig;
+    return s && s->role == MIG_ROLE_RECIPIENT && slot >= 0 && slot < CLUSTER_SLOTS &&
+           migSlotIsSet(s->bitmap, slot);
+}
+
 /* The cluster bus told this node that another owns slots it still has
  * keys in (clusterUpdateSlotsConfigWith, cluster.c). Upstream deletes them
  * at once, without telling replicas or the AOF; for a migration's slots
@@ -997,24 +1008,24 @@ static void *migDonorThread(void *arg) {
     memcpy(myname, server.cluster->myself->name, CLUSTER_NAMELEN);
     myname[CLUSTER_NAMELEN] = '\0';
 
-    /* 2. The recipient imports; it opens its data listener. */
+    /* 2. The recipient opens an import session and its data listener. */
     if ((rc = migRecipientConnect(s)) == NULL) goto fail;
     migSetFd(s, &s->rc_fd, rc->fd);
-    argv = zmalloc(sizeof(sds) * 4);
-    argv[argc++] = sdsnew("CLUSTER");
-    argv[argc++] = sdsnew("SETSLOTS");
-    argv[argc++] = sdsnew("IMPORTING");
-    argv[argc++] = sdsnew(myname);
-    migAppendRanges(s->bitmap, &argv, &argc);
-    r = migCall(s, rc, argc, argv, "CLUSTER SETSLOTS IMPORTING");
-    migFreeArgv(argv, argc);
-    if (r == NULL) goto fail;
-    freeReplyObject(r);
-
     char tmo[32];
     snprintf(tmo, sizeof(tmo), "%lld", migRemainingMs(s) + 1000);
-    r = migCallf(s, rc, "INITRDMASERVER", 6, "INITRDMASERVER", "0", "TRANSPORT",
-                 migKindName(s->kind), "TIMEOUT", tmo);
+    argv = zmalloc(sizeof(sds) * 2);
+    argv[argc++] = sdsnew("INITRDMASERVER");
+    argv[argc++] = sdsnew("0");
+    migAppendRanges(s->bitmap, &argv, &argc);
+    argv = zrealloc(argv, sizeof(sds) * (argc + 4));
+    argv[argc++] = sdsnew("TRANSPORT");
+    argv[argc++] = sdsnew(migKindName(s->kind));
+    argv[argc++] = sdsnew("TIMEOUT");
+    argv[argc++] = sdsnew(tmo);
+    r = migCall(s, rc, argc, argv, "INITRDMASERVER");
+    migFreeArgv(argv, argc);
+    argv = NULL;
+    argc = 0;
     if (r == NULL) goto fail;
     redisReply *ft = migReplyField(r, "transport"), *fh = migReplyField(r, "host"),
                *fp = migReplyField(r, "port"), *fk = migReplyField(r, "token");
@@ -1295,7 +1306,7 @@ static void migFreeBlockAllocs(void *block) {
 /* Drop everything of a failed import (main thread, the thread is over):
  * the keys linked so far (synchronously, with DELs to replicas and AOF,
  * since their RESTOREs went there), the keys patched but not linked, every
- * block of the migration, the IMPORTING state. */
+ * block of the migration. */
 static void migRecipientRollback(migSession *s) {
     redisDb *db = &server.db[0];
     int prev_core = server.core_propagates;
@@ -1335,18 +1346,6 @@ static void migRecipientRollback(migSession *s) {
             ms->blocks[b].local = NULL;
         }
     }
-    /* Slots still importing from the donor go STABLE. */
-    unsigned char stable[CLUSTER_SLOTS / 8];
-    int any = 0;
-    memset(stable, 0, sizeof(stable));
-    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        if ((migSlotIsSet(s->bitmap, slot) || migSlotIsSet(s->importing, slot)) &&
-            server.cluster->importing_slots_from[slot]) {
-            stable[slot >> 3] |= 1 << (slot & 7);
-            any = 1;
-        }
-    }
-    if (any) clusterSetSlotsApply(CLUSTER_SETSLOTS_STABLE, NULL, stable);
     if (dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld keys of "
                            "a failed import", dropped);
 }
@@ -1734,11 +1733,14 @@ void rdmaMigrateSlotsCommand(client *c) {
     migStartTimer();
 }
 
-/* INITRDMASERVER <port> [TRANSPORT rdma|tcp|auto] [TIMEOUT ms] */
+/* INITRDMASERVER <port> <slot|start-end>... [TRANSPORT rdma|tcp|auto]
+ *                [TIMEOUT ms] */
 void initRdmaServerCommand(client *c) {
     long long port, timeout = MIG_DEFAULT_TIMEOUT_MS;
     migKind kind;
     char err[MIG_ERR_LEN] = "", tok[MIG_TOKEN_LEN + 1], ip[NET_IP_STR_LEN];
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int nslots, last = 2;
 
     if (migCheckNode(c) == C_ERR) return;
     kind = (migKind)server.migration_transport;
@@ -1747,7 +1749,9 @@ void initRdmaServerCommand(client *c) {
                             (char *)c->argv[1]->ptr);
         return;
     }
-    for (int j = 2; j < c->argc; j++) {
+    while (last < c->argc && strcasecmp(c->argv[last]->ptr, "transport") &&
+           strcasecmp(c->argv[last]->ptr, "timeout")) last++;
+    for (int j = last; j < c->argc; j++) {
         char *a = c->argv[j]->ptr;
         if (!strcasecmp(a, "transport") && j + 1 < c->argc) {
             if (migParseKind(c->argv[++j]->ptr, &kind) == -1) {
@@ -1763,6 +1767,34 @@ void initRdmaServerCommand(client *c) {
             }
         } else {
             addReplyErrorFormat(c, "Invalid or incomplete option '%s'", a);
+            return;
+        }
+    }
+    if (migParseSlots(c, 2, last, bitmap, &nslots) == C_ERR) return;
+    /* The slots come from one other master (the donor), and nothing of
+     * them is here. */
+    clusterNode *donor = NULL;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(bitmap, slot)) continue;
+        clusterNode *owner = server.cluster->slots[slot];
+        if (owner == server.cluster->myself) {
+            addReplyErrorFormat(c, "I'm already the owner of hash slot %d", slot);
+            return;
+        }
+        if (owner == NULL || (donor && owner != donor)) {
+            addReplyErrorFormat(c, "Hash slot %d is %s: the slots of one import "
+                "come from one master", slot, owner ? "owned by another master" : "unassigned");
+            return;
+        }
+        donor = owner;
+        if (server.cluster->importing_slots_from[slot] || server.cluster->migrating_slots_to[slot]) {
+            addReplyErrorFormat(c, "Hash slot %d is IMPORTING or MIGRATING here "
+                "(redis-cli --cluster fix)", slot);
+            return;
+        }
+        if (countKeysInSlot(slot)) {
+            addReplyErrorFormat(c, "Hash slot %d already holds %u keys here",
+                                slot, countKeysInSlot(slot));
             return;
         }
     }
@@ -1792,15 +1824,15 @@ void initRdmaServerCommand(client *c) {
         return;
     }
     migSession *s = migNewSession(MIG_ROLE_RECIPIENT);
+    memcpy(s->bitmap, bitmap, sizeof(bitmap));
+    s->nslots = nslots;
+    memcpy(s->donor_name, donor->name, CLUSTER_NAMELEN);
     s->listener = l;
     s->kind = migListenerKind(l);
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));
     s->deadline_ms = s->start_ms + timeout;
     s->donor_client_id = c->id;
     s->phase = MIG_PHASE_TRANSFER;
-    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-        if (server.cluster->importing_slots_from[slot])
-            s->importing[slot >> 3] |= 1 << (slot & 7);
     mig = s;
     if (pthread_create(&s->thread, NULL, migRecipientThread, s) != 0) {
         mig = NULL;
@@ -1873,8 +1905,9 @@ void rdmaRegisterCommand(client *c) {
             addReplyErrorFormat(c, "RDMAREGISTER: slot %lld is given twice", slot);
             goto err;
         }
-        if (server.cluster->slots[slot] == server.cluster->myself || !server.cluster->importing_slots_from[slot]) {
-            addReplyErrorFormat(c, "RDMAREGISTER: slot %lld is not IMPORTING here", slot);
+        if (!migSlotIsSet(s->bitmap, (int)slot)) {
+            addReplyErrorFormat(c, "RDMAREGISTER: slot %lld is not part of this "
+                                "import (INITRDMASERVER)", slot);
             goto err;
         }
         if (countKeysInSlot((unsigned int)slot)) {
@@ -1936,8 +1969,6 @@ void rdmaRegisterCommand(client *c) {
     }
     s->slots = slots;
     s->nmig = n;
-    memcpy(s->bitmap, seen, sizeof(seen));
-    s->nslots = n;
     uint32_t nb = 0;
     for (int i = 0; i < n; i++) nb += (uint32_t)slots[i].nblocks;
     s->reg_n = nb;
@@ -1983,21 +2014,12 @@ void rdmaDoneCommand(client *c) {
         addReplyError(c, "RDMADONE was already sent for this import");
         return;
     }
-    /* The slots given are the import's: the registered ones (which hold
-     * keys) plus empty ones, all IMPORTING. */
-    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        if (migSlotIsSet(s->bitmap, slot) && !migSlotIsSet(bitmap, slot)) {
-            addReplyErrorFormat(c, "RDMADONE: slot %d was registered but is not given", slot);
-            return;
-        }
-        if (migSlotIsSet(bitmap, slot) && server.cluster->slots[slot] != server.cluster->myself &&
-            !server.cluster->importing_slots_from[slot]) {
-            addReplyErrorFormat(c, "RDMADONE: slot %d is not IMPORTING here", slot);
-            return;
-        }
+    /* The slots given are the import's. */
+    if (memcmp(bitmap, s->bitmap, sizeof(bitmap))) {
+        addReplyError(c, "RDMADONE: the slots given are not those of this "
+                         "import (INITRDMASERVER)");
+        return;
     }
-    memcpy(s->bitmap, bitmap, sizeof(bitmap));
-    s->nslots = nslots;
     s->propagate = server.aof_state != AOF_OFF ||
         (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
     s->done_client = c;

@@ -25,6 +25,8 @@ void migrationReplyUnblocked(struct client *c);
 /* cluster.c: a slot lost to the cluster bus whose keys the migration
  * deletes itself (with DELs to replicas and AOF). */
 int migrationDeletesSlot(int slot);
+/* clustersetslots.c: a slot of the running import. */
+int migrationImportsSlot(int slot);
 
 /* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
 sds migrationGenInfo(sds info);
