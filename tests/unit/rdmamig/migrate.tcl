@@ -127,8 +127,11 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {port|integer} {R 1 initrdmaserver notaport}
         mg_assert_err {port} {R 1 initrdmaserver 70000}
         mg_assert_err {transport} {R 1 initrdmaserver 0 transport bogus}
-        mg_assert_err {timeout} {R 1 initrdmaserver 0 timeout 0}
-        mg_assert_err {syntax|option|wrong number} {R 1 initrdmaserver 0 frobnicate}
+        mg_assert_err {timeout} {R 1 initrdmaserver 0 100 timeout 0}
+        mg_assert_err {invalid slot} {R 1 initrdmaserver 0 frobnicate}
+        mg_assert_err {at least one slot} {R 1 initrdmaserver 0 transport tcp}
+        mg_assert_err {given twice} {R 1 initrdmaserver 0 100-200 150}
+        mg_assert_err {already the owner} {R 1 initrdmaserver 0 9000}
         mg_assert_err {wrong number|INITRDMASERVER first} {R 1 rdmaregister}
         mg_assert_err {wrong number} {R 1 rdmadone}
         # No session (no INITRDMASERVER on this connection).
@@ -139,20 +142,21 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {master|replica|slave} {R 2 initrdmaserver 0 transport tcp}
         assert_equal $before [list [mg_state 0] [mg_state 1]]
 
-        # With a session: slots that are not IMPORTING are refused. The
+        # With a session: slots that are not the import's are refused. The
         # session ends when its connection closes.
         set c [redis $h1 $p1 0 $::tls]
         # (The session must end whatever happens: close the connection.)
         set failed [catch {
-            set init [$c initrdmaserver 0 transport tcp timeout 10000]
+            set init [$c initrdmaserver 0 100-200 transport tcp timeout 10000]
             assert_equal tcp [dict get $init transport]
             assert {[dict get $init port] > 0}
             assert {[string length [dict get $init token]] > 0}
-            mg_assert_err {importing} {$c rdmaregister 100 1 4096 1 4096 65536 65536}
-            mg_assert_err {importing} {$c rdmaregister 9000 1 4096 1 4096 65536 65536}
+            mg_assert_err {not part of this import} {$c rdmaregister 300 1 4096 1 4096 65536 65536}
+            mg_assert_err {not part of this import} {$c rdmaregister 9000 1 4096 1 4096 65536 65536}
+            mg_assert_err {bad address|byte count} {$c rdmaregister 100 1 4096 1 4096 65536 0}
             mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536 65536}
             mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536 65536}
-            mg_assert_err {before RDMAREGISTER|importing|invalid} {$c rdmadone 9000}
+            mg_assert_err {before RDMAREGISTER|not those of this import} {$c rdmadone 9000}
             mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone 16384}
         } err]
         $c close
