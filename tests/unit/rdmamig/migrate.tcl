@@ -124,9 +124,9 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     test {INITRDMASERVER, RDMAREGISTER, RDMADONE: misuse is refused} {
         set before [list [mg_state 0] [mg_state 1]]
         mg_assert_err {wrong number} {R 1 initrdmaserver}
-        mg_assert_err {port|integer} {R 1 initrdmaserver notaport}
-        mg_assert_err {port} {R 1 initrdmaserver 70000}
-        mg_assert_err {transport} {R 1 initrdmaserver 0 transport bogus}
+        mg_assert_err {port|integer} {R 1 initrdmaserver notaport 100}
+        mg_assert_err {port} {R 1 initrdmaserver 70000 100}
+        mg_assert_err {transport} {R 1 initrdmaserver 0 100 transport bogus}
         mg_assert_err {timeout} {R 1 initrdmaserver 0 100 timeout 0}
         mg_assert_err {invalid slot} {R 1 initrdmaserver 0 frobnicate}
         mg_assert_err {at least one slot} {R 1 initrdmaserver 0 transport tcp}
@@ -188,7 +188,7 @@ start_server {tags {external:skip rdmamig}} {
         r set k v
         mg_assert_err {cluster} {r rdmamigrateslots 127.0.0.1 [srv 0 port] 0-100}
         mg_assert_err {cluster|no migration is running} {r rdmamigrateslots cancel}
-        mg_assert_err {cluster} {r initrdmaserver 0}
+        mg_assert_err {cluster} {r initrdmaserver 0 100}
         mg_assert_err {cluster} {r rdmaregister 0 1 4096 1 4096 65536 65536}
         mg_assert_err {cluster} {r rdmadone 0}
         assert_equal v [r get k]
