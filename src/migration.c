@@ -1002,11 +1002,8 @@ static void *migDonorThread(void *arg) {
     sds *argv = NULL;
     int argc = 0, ok = 0;
     char err[MIG_ERR_LEN] = "";
-    char myname[CLUSTER_NAMELEN + 1];
 
     redis_set_thread_title("migration");
-    memcpy(myname, server.cluster->myself->name, CLUSTER_NAMELEN);
-    myname[CLUSTER_NAMELEN] = '\0';
 
     /* 2. The recipient opens an import session and its data listener. */
     if ((rc = migRecipientConnect(s)) == NULL) goto fail;
