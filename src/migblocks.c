@@ -277,6 +277,21 @@ typedef struct migPatchCtx {
     return 0; \
 } while (0)
 
+/* Adopt one received block into the slot's arena (slotAllocAdoptBlock) and
+ * account its live allocations in used_memory: zmalloc never handed them
+ * out here, but their frees go through zfree. Nothing else may allocate or
+ * free in the slot meanwhile (the slot is being imported: no keys). */
+int migAdoptBlock(int slot, void *addr) {
+    slotAllocSlotStat before, after;
+
+    slotAllocSlotStats(slot, &before);
+    if (slotAllocAdoptBlock(slot, addr) == -1) return -1;
+    slotAllocSlotStats(slot, &after);
+    if (after.used_bytes > before.used_bytes)
+        zmalloc_foreign_adopted(after.used_bytes - before.used_bytes);
+    return 0;
+}
+
 /* A donor address -> the local address, or NULL if it is in no received
  * block. The map is sorted by donor address. */
 static char *migTr(migPatchCtx *ctx, uint64_t addr) {
@@ -810,7 +825,7 @@ void migReplantDebugCommand(client *c) {
     delKeysInSlot((unsigned int)slot);
     migFreeManifest(&m);
     for (size_t i = 0; i < nb; i++) {
-        if (slotAllocAdoptBlock((int)slot, addrs[i]) == -1) {
+        if (migAdoptBlock((int)slot, addrs[i]) == -1) {
             slotAllocReleaseSlot((int)slot);
             addReplyErrorFormat(c, "block %zu of slot %lld was rejected", i, slot);
             goto done;

@@ -74,6 +74,7 @@ typedef struct migAdopted {
     sds *payloads;              /* migSerializeAdopted(), or NULL. */
 } migAdopted;
 
+int migAdoptBlock(int slot, void *addr);
 int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                  size_t nkeys, migAdopted *out, sds *err);
 void migSerializeAdopted(migAdopted *a);

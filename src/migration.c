@@ -1256,7 +1256,7 @@ static void *migRecipientThread(void *arg) {
 
         if (migAborting(s)) { migFailAborted(s); goto out; }
         for (size_t b = 0; b < ms->nblocks; b++) {
-            if (slotAllocAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
+            if (migAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
                 migFail(s, "slot %d: block %zu was rejected (bad allocator "
                         "metadata)", ms->slot, b);
                 goto out;
