@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # End-to-end tests of redis-cli's RDMAMIGRATESLOTS path (src/climigrate.c)
 # against a stand-in for the server command, run by `make test` (suite
-# "ours") like every tests/build/*.sh.
+# "ours") like every tests/build/*.sh. It was written before the servers
+# had the command and still isolates redis-cli's side: what exactly it
+# sends, AUTH, progress on a terminal, a node without the command in a
+# mixed cluster. cli-transport.sh runs the real thing. Setup and checks
+# shared with it: tests/helpers/cli-transport-lib.sh.
 #
 # Each of 4 bin/redis-server cluster nodes sits behind
 # tests/helpers/rdmamig-mock.py (the node announces the proxy's port, so
@@ -20,50 +24,37 @@
 #
 # Prints one "[ok]: ..." or "[err]: ..." line per check; exits non-zero on
 # failure. Ports: 33410-33413 (proxies), 33420-33423 (nodes) and the
-# nodes' bus ports (CLI_TRANSPORT_MOCK_PORT moves them).
+# nodes' bus ports, or the first free block of the same shape from 33434,
+# 33454, 33474 (CLI_TRANSPORT_MOCK_PORT=P: that block only).
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$repo"
-base=${CLI_TRANSPORT_MOCK_PORT:-33410}
-ports=($base $((base + 1)) $((base + 2)) $((base + 3)))   # proxies
-cli=bin/redis-cli
+name="cli-transport mock"
 keys=3000
-failed=0
 dir=$(mktemp -d /tmp/cli-transport-mock.XXXXXX)
 log=$dir/calls.log
-pids=()
+. tests/helpers/cli-transport-lib.sh
 declare -A proxy_pid
 # Every node has a password: redis-cli must pass it on in RDMAMIGRATESLOTS
 # (the mock uses it for its own connections and MIGRATEs).
 export REDISCLI_AUTH=s3cret
 
-cleanup() {
-    local p
-    for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$dir"
-}
-trap cleanup EXIT
-
-ok() { echo "[ok]: cli-transport mock: $1"; }
-err() {
-    echo "[err]: cli-transport mock: $1"
-    [ -n "${2:-}" ] && [ -f "$2" ] && sed 's/^/    /' "$2" | tail -25
-    failed=1
-}
-
-for b in bin/redis-server $cli; do
-    [ -x "$b" ] || { err "$b not built (run make)"; exit 1; }
+need_binaries
+# The first block no socket uses: proxies P..P+3, nodes P+10..P+13 and
+# their bus ports (cli-transport.sh uses 33400, 33430, 33440, ...).
+ports=()
+for base in ${CLI_TRANSPORT_MOCK_PORT:-33410 33434 33454 33474}; do
+    if ports_free $(seq $base $((base + 3))) $(seq $((base + 10)) $((base + 13))) \
+            $(seq $((base + 10010)) $((base + 10013))); then
+        ports=($base $((base + 1)) $((base + 2)) $((base + 3)))   # proxies
+        break
+    fi
 done
-for p in "${ports[@]}"; do
-    for q in $p $((p + 10)) $((p + 10010)); do
-        if ss -ltn 2>/dev/null | grep -Eq "[:.]$q[[:space:]]"; then
-            err "port $q is in use: set CLI_TRANSPORT_MOCK_PORT"
-            exit 1
-        fi
-    done
-done
+if [ ${#ports[@]} = 0 ]; then
+    err "no free block of ports in ${CLI_TRANSPORT_MOCK_PORT:-33410 33434 33454 33474}: set CLI_TRANSPORT_MOCK_PORT"
+    exit 1
+fi
 
 for p in "${ports[@]}"; do
     r=$((p + 10))
@@ -93,51 +84,10 @@ $cli -p $((base + 12)) cluster addslotsrange 10923 16383 > /dev/null
 for i in 1 2 3; do
     $cli -p $((base + 10)) cluster meet 127.0.0.1 $((base + 10 + i)) > /dev/null
 done
-for _ in $(seq 200); do
-    known=0
-    for p in "${ports[@]}"; do
-        [ "$($cli -p "$p" cluster nodes | grep -c ' connected')" = 4 ] &&
-            $cli -p "$p" cluster info | grep -q 'cluster_state:ok' &&
-            known=$((known + 1))
-    done
-    [ $known = 4 ] && break
-    sleep 0.1
-done
-[ $known = 4 ] || { err "the 4 nodes know each other and the cluster is up"; exit 1; }
+wait_mesh || { err "the 4 nodes know each other and the cluster is up"; exit 1; }
 python3 tests/helpers/cli-transport-keys.py "$keys" ${ports[0]} ||
     err "$keys keys written"
 
-# check_clean LABEL: as in cli-transport.sh.
-check_clean() {
-    local out=$dir/check.out total
-    for _ in $(seq 40); do
-        $cli --cluster check 127.0.0.1:${ports[0]} > "$out" 2>&1 &&
-            ! grep -q '\[WARNING\]\|\[ERR\]' "$out" && break
-        sleep 0.25
-    done
-    if $cli --cluster check 127.0.0.1:${ports[0]} > "$out" 2>&1 &&
-        grep -q 'All nodes agree about slots configuration' "$out" &&
-        grep -q 'All 16384 slots covered' "$out" &&
-        ! grep -q '\[WARNING\]\|\[ERR\]' "$out"; then
-        ok "$1: --cluster check is clean"
-    else
-        err "$1: --cluster check is clean" "$out"
-    fi
-    total=0
-    for p in "${ports[@]}"; do
-        total=$((total + $($cli -p "$p" dbsize)))
-    done
-    if [ "$total" = "$keys" ]; then
-        ok "$1: all $keys keys still there"
-    else
-        err "$1: all $keys keys still there (found $total)"
-    fi
-}
-
-slots_of() {
-    $cli --cluster info 127.0.0.1:${ports[0]} 2>/dev/null |
-        grep "^127.0.0.1:$1 " | sed -E 's/.* ([0-9]+) slots.*/\1/'
-}
 check_clean "3 masters + an empty 4th"
 
 # Rebalance (auto): one call per pair, every call to the new node.
