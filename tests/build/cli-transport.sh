@@ -198,6 +198,8 @@ writer() { # log keys...
     done
 }
 for p in "${ports[@]:0:3}"; do $cli -p "$p" debug migration-delay transfer 300 > /dev/null; done
+used_memory() { $cli -p "$1" info memory | tr -d '\r' | sed -n 's/^used_memory://p'; }
+empty_used=$(used_memory "$p3")
 before=$(mig_count)
 rm -f "$dir/stop"
 wpids=()
@@ -231,6 +233,18 @@ else
     err "each donor held writes to its migrating slots >= 300 ms" "$out"
 fi
 check_clean "after the tcp rebalance"
+# The new node accounts the memory of the keys it adopted: used_memory grew
+# by at least what its slot blocks hold now (plus the keyspace's own
+# growth). If the allocations adopted from the blocks never enter
+# used_memory, their frees later take it that much lower: with enough keys
+# below zero (INFO shows ~1.8e19, maxmemory refuses every write as OOM).
+inblocks=$($cli -p "$p3" info slotalloc | tr -d '\r' | sed -n 's/^slotalloc_used_bytes://p')
+used=$(used_memory "$p3")
+if [ $((used - empty_used)) -ge "${inblocks:-0}" ]; then
+    ok "the new node's used_memory grew by at least its slot blocks' contents ($empty_used -> $used, $inblocks in blocks)"
+else
+    err "the new node's used_memory grew by at least its slot blocks' contents ($empty_used -> $used: +$((used - empty_used)), but $inblocks in blocks)"
+fi
 
 # The writes: every acknowledged INCR counted, the last acknowledged SET
 # kept; no write refused; some waited in the freeze; the keys moved.
