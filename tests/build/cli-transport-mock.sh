@@ -23,9 +23,9 @@
 # non-zero exit and the error, moving nothing.
 #
 # Prints one "[ok]: ..." or "[err]: ..." line per check; exits non-zero on
-# failure. Ports: 33410-33413 (proxies), 33420-33423 (nodes) and the
-# nodes' bus ports, or the first free block of the same shape from 33434,
-# 33454, 33474 (CLI_TRANSPORT_MOCK_PORT=P: that block only).
+# failure. Ports: proxies P..P+3, nodes P+10..P+13 and the nodes' bus
+# ports, for the first P = 33410, 33414, ... 33486 whose ports no socket
+# holds (CLI_TRANSPORT_MOCK_PORT=P: that block only).
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,19 +42,13 @@ export REDISCLI_AUTH=s3cret
 
 need_binaries
 # The first block no socket uses: proxies P..P+3, nodes P+10..P+13 and
-# their bus ports (cli-transport.sh uses 33400, 33430, 33440, ...).
-ports=()
-for base in ${CLI_TRANSPORT_MOCK_PORT:-33410 33434 33454 33474}; do
-    if ports_free $(seq $base $((base + 3))) $(seq $((base + 10)) $((base + 13))) \
-            $(seq $((base + 10010)) $((base + 10013))); then
-        ports=($base $((base + 1)) $((base + 2)) $((base + 3)))   # proxies
-        break
-    fi
-done
-if [ ${#ports[@]} = 0 ]; then
-    err "no free block of ports in ${CLI_TRANSPORT_MOCK_PORT:-33410 33434 33454 33474}: set CLI_TRANSPORT_MOCK_PORT"
+# their bus ports.
+if ! base=$(free_base "0 1 2 3 10 11 12 13 10010 10011 10012 10013" \
+        ${CLI_TRANSPORT_MOCK_PORT:-$(seq 33410 4 33486)}); then
+    err "no free block of ports in ${CLI_TRANSPORT_MOCK_PORT:-33410-33499}: set CLI_TRANSPORT_MOCK_PORT"
     exit 1
 fi
+ports=($base $((base + 1)) $((base + 2)) $((base + 3)))   # proxies
 
 for p in "${ports[@]}"; do
     r=$((p + 10))

@@ -29,8 +29,9 @@
 # tests/helpers/cli-transport-lib.sh).
 #
 # Prints one "[ok]: ..." or "[err]: ..." line per check; exits non-zero on
-# failure. Ports: 33400-33403 and their bus ports, or the first free block
-# of 33430, 33440, ... 33490 (CLI_TRANSPORT_PORT=P: P..P+3 only). CLI_TRANSPORT_KEEP=1 keeps the temporary directory (logs).
+# failure. Ports: the first block P..P+3 (P = 33400, 33404, ... 33496) that
+# no socket holds, with their bus ports P+10000..
+# (CLI_TRANSPORT_PORT=P: that block only). CLI_TRANSPORT_KEEP=1 keeps the temporary directory (logs).
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/../.." && pwd)
@@ -42,17 +43,11 @@ dir=$(mktemp -d /tmp/cli-transport.XXXXXX)
 
 need_binaries
 # The first block of 4 ports (and their bus ports) no socket uses.
-ports=()
-for base in ${CLI_TRANSPORT_PORT:-33400 33430 33440 33450 33460 33470 33480 33490}; do
-    if ports_free $(seq $base $((base + 3))) $(seq $((base + 10000)) $((base + 10003))); then
-        ports=($base $((base + 1)) $((base + 2)) $((base + 3)))
-        break
-    fi
-done
-if [ ${#ports[@]} = 0 ]; then
-    err "no free block of 4 ports (and bus ports) in ${CLI_TRANSPORT_PORT:-33400-33493}: set CLI_TRANSPORT_PORT"
+if ! base=$(free_base "0 1 2 3 10000 10001 10002 10003" ${CLI_TRANSPORT_PORT:-$(seq 33400 4 33496)}); then
+    err "no free block of 4 ports (and bus ports) in ${CLI_TRANSPORT_PORT:-33400-33499}: set CLI_TRANSPORT_PORT"
     exit 1
 fi
+ports=($base $((base + 1)) $((base + 2)) $((base + 3)))
 
 # Start the four nodes.
 for p in "${ports[@]}"; do

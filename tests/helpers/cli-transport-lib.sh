@@ -8,7 +8,8 @@
 #   dir     their temporary directory (removed on exit, unless
 #           CLI_TRANSPORT_KEEP=1)
 # It defines cli, failed, pids (processes to kill on exit, with the trap),
-# ok, err, need_binaries, ports_free, wait_mesh, check_clean and slots_of.
+# ok, err, need_binaries, ports_free, free_base, wait_mesh, check_clean
+# and slots_of.
 
 cli=bin/redis-cli
 failed=0
@@ -45,7 +46,8 @@ need_binaries() {
 # ports_free P...: no socket at all, in any state, has one of these as its
 # local port. Ports 33400-33499 lie in Linux's ephemeral range: a client
 # socket, or one in TIME-WAIT, of an earlier run can hold one for a minute
-# (and redis-server then fails with "Address already in use").
+# (a redis-cli's ephemeral port in TIME-WAIT is enough: redis-server then
+# fails with "Address already in use").
 ports_free() {
     local used p
     used=$(ss -Htan 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' | sort -u)
@@ -53,6 +55,23 @@ ports_free() {
         grep -qx "$p" <<< "$used" && return 1
     done
     return 0
+}
+
+# free_base "OFFSETS" CANDIDATES...: prints the first candidate base P
+# such that every P+offset is free (ports_free), waiting up to 70 s for
+# TIME-WAITs to expire if none is; returns non-zero if none became free.
+free_base() {
+    local offsets=$1 b o ps
+    shift
+    for _ in $(seq 35); do
+        for b in "$@"; do
+            ps=()
+            for o in $offsets; do ps+=($((b + o))); done
+            ports_free "${ps[@]}" && { echo "$b"; return 0; }
+        done
+        sleep 2
+    done
+    return 1
 }
 
 # wait_mesh: every node knows the 4 others and sees the cluster up (a node
