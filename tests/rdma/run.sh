@@ -12,7 +12,7 @@ if ! ls /sys/class/infiniband/ 2>/dev/null | grep -q .; then
     exit 1
 fi
 out=/tmp/rdma-test.out
-for t in tests/rdma/smoke.sh tests/rdma/info.sh tests/rdma/migtransport.sh; do
+for t in tests/rdma/smoke.sh tests/rdma/info.sh tests/rdma/migtransport.sh tests/rdma/migrate.sh; do
     echo "=== $t"
     sh "$t" > "$out" 2>&1
     rc=$?
