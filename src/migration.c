@@ -217,8 +217,11 @@ static struct {
     migStats tstats;                /* Summed over migrations. */
 } migLast;
 
-/* DEBUG MIGRATION-DELAY: the donor thread sleeps at the start of a phase. */
+/* DEBUG MIGRATION-DELAY: the donor thread sleeps at the start of a phase,
+ * or ("write") in the transfer once both ends registered their blocks and
+ * before the first WRITE (tests fork a BGSAVE there: fork + live MRs). */
 static long long migDelayMs[MIG_PHASE_COUNT];
+static long long migDelayWriteMs;
 
 static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
 
@@ -955,6 +958,15 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     if (migRegisterSendBlocks(conn, addrs, lens, (uint32_t)nb, err) == -1) {
         migFail(s, "%s", err);
         goto done;
+    }
+    if (migDelayWriteMs > 0) {
+        long long ms = migDelayWriteMs;
+        serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY write: %zu "
+            "blocks registered on both ends, waiting %lld ms before writing", nb, ms);
+        while (ms > 0 && !migAborting(s)) {
+            usleep(10000);
+            ms -= 10;
+        }
     }
     /* Post in chunks of about MIG_WRITE_CHUNK bytes, for progress. */
     for (size_t j = 0; j < nseg;) {
@@ -2098,6 +2110,7 @@ void migrationDebugCommand(client *c) {
     long long ms;
     if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
         memset(migDelayMs, 0, sizeof(migDelayMs));
+        migDelayWriteMs = 0;
         addReply(c, shared.ok);
         return;
     }
@@ -2105,16 +2118,18 @@ void migrationDebugCommand(client *c) {
         addReplyError(c, "syntax: DEBUG MIGRATION-DELAY <phase> <ms> | RESET");
         return;
     }
+    int write = !strcasecmp(c->argv[2]->ptr, "write");
     for (int p = MIG_PHASE_PREPARE; p <= MIG_PHASE_DELETE; p++) {
-        if (strcasecmp(c->argv[2]->ptr, migPhaseName[p])) continue;
+        if (!write && strcasecmp(c->argv[2]->ptr, migPhaseName[p])) continue;
         if (getLongLongFromObject(c->argv[3], &ms) != C_OK || ms < 0 || ms > 3600000) {
             addReplyError(c, "the delay is milliseconds, 0 to 3600000");
             return;
         }
-        migDelayMs[p] = ms;
+        if (write) migDelayWriteMs = ms;
+        else migDelayMs[p] = ms;
         addReply(c, shared.ok);
         return;
     }
-    addReplyErrorFormat(c, "unknown phase '%s' (prepare, transfer, patch, handover, delete)",
+    addReplyErrorFormat(c, "unknown phase '%s' (prepare, transfer, write, patch, handover, delete)",
                         (char *)c->argv[2]->ptr);
 }
