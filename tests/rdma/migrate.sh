@@ -19,11 +19,11 @@
 #              frozen slot; B is restarted
 #   cancel     DEBUG MIGRATION-DELAY transfer 2000, CANCEL: the error says
 #              cancel, C holds none of the keys and imports nothing
-#   bgsave     A -> B while a BGSAVE child of A lives across the transfer
-#              (forked before the MRs were registered and still running
-#              when the WRITEs read the blocks) and B BGSAVEs while its
-#              blocks are registered (during the patch delay): migration
-#              and both BGSAVEs succeed, data identical
+#   bgsave     A -> B with DEBUG MIGRATION-DELAY write: A and B BGSAVE
+#              after both registered their blocks, before the first WRITE
+#              (fork with live MRs), and both children still run when the
+#              migration is over: migration and both BGSAVEs succeed, data
+#              identical
 #
 # Prints "[ok]: ..." / "[err]: ..." per check and ends with
 # "migrate: N passed, N failed". Environment: RDMA_REDIS_BIN, RDMA_REDIS_CLI,
@@ -188,11 +188,13 @@ while [ $i -lt 200 ]; do echo "cluster keyslot {t$i}"; i=$((i + 1)); done |
     "$CLI" -h "$IPA" -p "$PA" | tr -d '\r' |
     awk '{ s = $1; t = "t" (NR - 1)
            if (s < 3000 && !(s in seen) && n < 6) { seen[s] = 1; n++; print t, s }
-           if (s >= 3000 && s <= 5460 && !stay) { stay = 1; print t, s, "stay" } }' > "$base/tags"
+           if (s >= 3000 && s <= 5460 && !stay) { stay = 1; print t, s, "stay" }
+           if (s >= 5461 && s <= 10922 && !b) { b = 1; print t, s, "b", "b" } }' > "$base/tags"
 tags=$(awk 'NF == 2 { print $1 }' "$base/tags" | tr '\n' ' ')
 slots=$(awk 'NF == 2 { print $2 }' "$base/tags" | tr '\n' ' ')
 stay=$(awk 'NF == 3 { print $1 }' "$base/tags")
 stayslot=$(awk 'NF == 3 { print $2 }' "$base/tags")
+btag=$(awk 'NF == 4 { print $1 }' "$base/tags")
 tag1=$(echo $tags | cut -d' ' -f1)
 slot1=$(echo $slots | cut -d' ' -f1)
 say "tags (slot): $(awk 'NF == 2 { printf "%s(%s) ", $1, $2 }' "$base/tags"); stays: $stay($stayslot)"
@@ -414,34 +416,45 @@ cli "$IPA" "$PA" debug migration-delay reset >/dev/null
 
 # ------------------------------------------- 5. BGSAVE in the middle (fork + MRs)
 section "5. BGSAVE in the middle of a migration"
-# A's child saves ~2500 keys at 2 ms each: it lives ~5 s, across the whole
-# transfer. B forks while its blocks are registered (the patch delay).
+# DEBUG MIGRATION-DELAY write holds the donor after both ends registered
+# their blocks and before the first WRITE: A and B fork there, with live
+# MRs (B's allow remote writes). rdb-key-save-delay keeps both children
+# saving (A ~2500 keys x 2 ms, B 300 keys of its own x 20 ms) until after
+# the WRITEs and the adoption.
+i=0
+while [ $i -lt 300 ]; do echo "set {$btag}own:$i v$i"; i=$((i + 1)); done |
+    "$CLI" -h "$IPB" -p "$PB" | grep -c OK > "$base/own"
 cli "$IPA" "$PA" config set rdb-key-save-delay 2000 >/dev/null
-cli "$IPA" "$PA" debug migration-delay transfer 500 >/dev/null
-cli "$IPA" "$PA" debug migration-delay patch 1500 >/dev/null
+cli "$IPB" "$PB" config set rdb-key-save-delay 20000 >/dev/null
+cli "$IPA" "$PA" debug migration-delay write 2500 >/dev/null
 cli "$IPA" "$PA" rdmamigrateslots "$IPB" "$PB" $RANGES transport "$T" timeout 120000 > "$base/r5" 2>&1 &
 bg=$!
-wait_phase "$IPA" "$PA" transfer
-ph1=$?
+n=0
+until grep -q 'DEBUG MIGRATION-DELAY write' "$base/A/log"; do
+    n=$((n + 1)); [ $n -gt 300 ] && break; sleep 0.1
+done
 cli "$IPA" "$PA" bgsave > "$base/b5a"
-wait_phase "$IPA" "$PA" patch
-ph2=$?
 cli "$IPB" "$PB" bgsave > "$base/b5b"
+stamp "BGSAVE on A and B, with the blocks registered on both"
+r5a=$(cli "$IPA" "$PA" rdmamigrateslots status | field bytes)
 wait $bg
-alive=$(info_field "$IPA" "$PA" persistence rdb_bgsave_in_progress)
+stamp "migration returned"
+alive=$(info_field "$IPA" "$PA" persistence rdb_bgsave_in_progress)$(info_field "$IPB" "$PB" persistence rdb_bgsave_in_progress)
 show_reply "$base/r5"
-say "BGSAVE A: $(cat "$base/b5a"); BGSAVE B: $(cat "$base/b5b"); A's child still saving after the migration: $alive"
-[ $ph1 = 0 ] && [ $ph2 = 0 ] && grep -q 'started' "$base/b5a" && grep -q 'started' "$base/b5b"
-check "BGSAVE on A during the transfer and on B during the patch delay started" $?
+say "$(grep 'DEBUG MIGRATION-DELAY write' "$base/A/log" | cut -d' ' -f5- | tail -1)"
+say "BGSAVE A: $(cat "$base/b5a"); BGSAVE B: $(cat "$base/b5b"); bytes sent when they forked: $r5a; children still saving after the migration (A B): $alive"
+[ "$(cat "$base/own")" = 300 ] && grep -q 'started' "$base/b5a" && grep -q 'started' "$base/b5b" && [ "$r5a" = 0 ]
+check "BGSAVE on A and on B started after both registered their blocks, before any WRITE" $?
 [ "$(field transport < "$base/r5")" = "$T" ] && [ "$(field keys < "$base/r5")" = "$nkeys" ]
 check "the migration A -> B succeeds alongside the BGSAVEs" $?
-[ "$alive" = 1 ]
-check "A's BGSAVE child outlived the transfer (forked before the MRs, alive during the WRITEs)" $?
+[ "$alive" = 11 ]
+check "both BGSAVE children outlived the WRITEs and the adoption" $?
 same_as_orig "$IPB" "$PB"
 check "B has every key with the same digests and TTLs" $?
-[ "$(keys_in "$IPA" "$PA")" = 0 ]
-check "A has none of them" $?
+[ "$(keys_in "$IPA" "$PA")" = 0 ] && [ "$(cli "$IPB" "$PB" dbsize)" = $((nkeys + 300)) ]
+check "A has none of them; B holds them and its own 300" $?
 cli "$IPA" "$PA" config set rdb-key-save-delay 0 >/dev/null
+cli "$IPB" "$PB" config set rdb-key-save-delay 0 >/dev/null
 n=0
 while [ "$(info_field "$IPA" "$PA" persistence rdb_bgsave_in_progress)$(info_field "$IPB" "$PB" persistence rdb_bgsave_in_progress)" != 00 ]; do
     n=$((n + 1)); [ $n -gt 300 ] && break; sleep 0.2
