@@ -16,7 +16,7 @@
 #   back       B -> A TRANSPORT auto: auto picks rdma, data identical again
 #   kill       DEBUG MIGRATION-DELAY patch 2000 on A, B SIGKILLed during the
 #              delay: the migration fails, A keeps every key unchanged, no
-#              frozen slot; B is restarted
+#              frozen slot; B is restarted and has no open slot
 #   cancel     DEBUG MIGRATION-DELAY transfer 2000, CANCEL: the error says
 #              cancel, C holds none of the keys and imports nothing
 #   bgsave     A -> B with DEBUG MIGRATION-DELAY write: A and B BGSAVE
@@ -385,6 +385,8 @@ stamp "B restarted"
 check "B restarts (same nodes.conf)" $?
 imp=$(importing "$IPB" "$PB")
 [ -n "$imp" ] && say "restarted B came back with: $(echo $imp | cut -c1-80)..."
+[ -z "$imp" ] && [ "$(cli "$IPB" "$PB" dbsize)" = 0 ]
+check "the restarted B has no open slot and no key of the failed import" $?
 [ -z "$imp" ] || cli "$IPB" "$PB" cluster setslots stable $RANGES >/dev/null
 wait_cluster_ok
 stamp "cluster ok"
