@@ -135,6 +135,7 @@ typedef struct migRdmaConn {
     uint32_t maxMsg;                    /* port max_msg_sz */
     int established;
     int peerGone;
+    int finished;                       /* donor: the VERDICT said OK */
     unsigned char *ctl;                 /* 2 control slots */
     struct ibv_mr *ctlMr;
     unsigned char *done;                /* DONE message (send or receive) */
@@ -1049,6 +1050,7 @@ int migRdmaFinish(migConn *c, char *err) {
                     sizeof(v));
         return -1;
     }
+    r->finished = 1;
     return 0;
 }
 
@@ -1132,7 +1134,12 @@ void migRdmaClose(migConn *c) {
     migRdmaConn *r = R(c);
     if (r == NULL) return;
     if (r->established && r->id) {
-        if (rdma_disconnect(r->id) == 0 && !r->peerGone) {
+        /* After an accepted transfer nothing more is said, so the donor
+         * does not wait: a recipient answers the DREQ only when it closes
+         * its own end, which RDMAMIGRATESLOTS does after RDMADONE, i.e.
+         * after this close (the wait used to last the whole bound, with
+         * the slots frozen). */
+        if (rdma_disconnect(r->id) == 0 && !r->peerGone && !r->finished) {
             int64_t deadline = migNowMs() + (c->timeoutMs <
                 MIG_RDMA_CLOSE_WAIT_MS ? c->timeoutMs : MIG_RDMA_CLOSE_WAIT_MS);
             struct rdma_cm_event *ev;
