@@ -28,7 +28,8 @@
 # Prints "[ok]: ..." / "[err]: ..." per check and ends with
 # "migrate: N passed, N failed". Environment: RDMA_REDIS_BIN, RDMA_REDIS_CLI,
 # MIG_IPS ("ipA ipB ipC", default the rxe0 addresses), MIG_TRANSPORT
-# (default rdma; tcp lets the script itself be tried without RDMA).
+# (default rdma; tcp lets the script itself be tried without RDMA),
+# MIG_KEEP_LOGS (a directory the three server logs are copied to).
 BIN=${RDMA_REDIS_BIN:-bin/redis-server}
 CLI=${RDMA_REDIS_CLI:-bin/redis-cli}
 T=${MIG_TRANSPORT:-rdma}
@@ -479,6 +480,8 @@ trap - EXIT
 if [ $failed != 0 ]; then
     for n in A B C; do echo "    --- $n log (tail)"; tail -15 "$base/$n/log" | sed 's/^/    /'; done
 fi
+[ -n "$MIG_KEEP_LOGS" ] && mkdir -p "$MIG_KEEP_LOGS" &&
+    for n in A B C; do cp "$base/$n/log" "$MIG_KEEP_LOGS/$n.log"; done
 rm -rf "$base"
 echo "migrate: $passed passed, $failed failed"
 [ $failed = 0 ]
