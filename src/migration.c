@@ -1259,6 +1259,17 @@ static void *migRecipientThread(void *arg) {
     migGetStats(conn, &s->tstats);
     s->bytes = (long long)s->tstats.payload_bytes;
     s->transfer_ok = 1;
+    /* The blocks hold what we checked: nobody may write them any more
+     * (RDMA: deregister them now, not after the patch). */
+    pthread_mutex_lock(&s->lock);
+    s->data_fd = -1;
+    s->conn = NULL;
+    migListener *l = s->listener;
+    s->listener = NULL;
+    pthread_mutex_unlock(&s->lock);
+    migClose(conn);
+    migCloseListener(l);
+    conn = NULL;
 
     /* RDMADONE: adopt, check and patch every slot. */
     if (!migWaitFor(s, &s->done_requested)) { migFailAborted(s); goto out; }
