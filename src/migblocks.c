@@ -10,9 +10,13 @@
  * where its key sds and its value are, and its TTL, as donor addresses.
  * Values whose memory is flat or simply linked travel as they are
  * (MIG_PATH_ZERO_COPY: strings of every encoding, listpacks, intsets,
- * quicklists). The others (hash tables, skiplists, streams, module values;
- * their tables and seeds are per process) travel as a DUMP payload that the
- * donor writes into the slot's blocks too (MIG_PATH_DUMP); small shared
+ * quicklists). Hashes and sets encoded as hash tables travel as their
+ * strings (MIG_PATH_DICT): the donor writes into the blocks the list of
+ * their field and value addresses, the strings themselves stay where they
+ * are, and the recipient builds a new table around them (tables and their
+ * seeds are per process). The others (skiplists, streams, module values)
+ * travel as a DUMP payload that the donor writes into the slot's blocks too
+ * (MIG_PATH_DUMP); small shared
  * integers, which live outside the blocks, travel as their value
  * (MIG_PATH_INT). The manifest is itself one allocation in the blocks.
  *
@@ -112,6 +116,50 @@ static int migFlatEncoding(robj *o) {
     }
 }
 
+/* MIG_PATH_DICT: the list a hash table travels as, one allocation in the
+ * blocks: this header, then 'count' (field, value) donor addresses (value
+ * 0 for a set). */
+typedef struct migDictList {
+    uint32_t type;              /* OBJ_HASH or OBJ_SET. */
+    uint32_t reserved;
+    uint64_t count;
+} migDictList;
+
+/* Write the list of a hash table's strings into the slot's blocks, if
+ * every string is there. Returns the list or NULL (then DUMP it). */
+static void *migDictIntoSlot(int slot, robj *o, uint64_t *count) {
+    dict *d = o->ptr;
+    dictIterator *di;
+    dictEntry *de;
+    migDictList *l;
+    uint64_t *pairs, i = 0;
+
+    if (o->refcount != 1 || o->encoding != OBJ_ENCODING_HT ||
+        (o->type != OBJ_HASH && o->type != OBJ_SET) || dictSize(d) == 0) return NULL;
+    l = ztrymalloc_foreign(slot, sizeof(*l) + dictSize(d) * 2 * sizeof(uint64_t), NULL);
+    if (l == NULL) return NULL;
+    l->type = o->type;
+    l->reserved = 0;
+    l->count = dictSize(d);
+    pairs = (uint64_t *)(l + 1);
+    di = dictGetIterator(d);
+    while ((de = dictNext(di)) != NULL && i < l->count) {
+        sds f = dictGetKey(de), v = o->type == OBJ_HASH ? dictGetVal(de) : NULL;
+        if (slotAllocSlotOf(sdsAllocPtr(f)) != slot ||
+            (v && slotAllocSlotOf(sdsAllocPtr(v)) != slot)) break;
+        pairs[2 * i] = (uintptr_t)f;
+        pairs[2 * i + 1] = (uintptr_t)v;
+        i++;
+    }
+    dictReleaseIterator(di);
+    if (i != l->count) {
+        zfree(l);
+        return NULL;
+    }
+    *count = l->count;
+    return l;
+}
+
 /* Write the DUMP payload of a value into the slot's blocks. */
 static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
     rio payload;
@@ -186,7 +234,9 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
          * (once), so its key is in the blocks and a flat value travels
          * without serialization. */
         if (slotAllocSlotOf(sdsAllocPtr(key)) != slot ||
-            (o->refcount == 1 && migFlatEncoding(o) && !migZeroCopyable(o, slot))) {
+            (o->refcount == 1 && migFlatEncoding(o) && !migZeroCopyable(o, slot)) ||
+            (o->refcount == 1 && o->encoding == OBJ_ENCODING_HT &&
+             (o->type == OBJ_HASH || o->type == OBJ_SET) && slotAllocSlotOf(o) != slot)) {
             slotCompactKeyNow(de);
             key = dictGetKey(de);
             o = dictGetVal(de);
@@ -209,6 +259,10 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
             r->path = MIG_PATH_ZERO_COPY;
             r->val = (uintptr_t)o;
             m->keys_zero_copy++;
+        } else if ((r->val = (uintptr_t)migDictIntoSlot(slot, o, &r->len)) != 0) {
+            r->path = MIG_PATH_DICT;
+            m->keys_zero_copy++;
+            m->keys_rebuilt++;
         } else {
             size_t len;
             void *p;
@@ -254,7 +308,8 @@ void migFreeManifest(migManifest *m) {
     if (!h) return;
     migKeyRec *rec = (migKeyRec *)(h + 1);
     for (size_t i = 0; i < m->nkeys; i++)
-        if (rec[i].path == MIG_PATH_DUMP) zfree((void *)(uintptr_t)rec[i].val);
+        if (rec[i].path == MIG_PATH_DUMP || rec[i].path == MIG_PATH_DICT)
+            zfree((void *)(uintptr_t)rec[i].val);
     zfree(h);
     m->addr = NULL;
 }
@@ -502,6 +557,49 @@ static robj *migObject(migPatchCtx *ctx, uint64_t addr) {
     return o;
 }
 
+/* MIG_PATH_DICT: check the list at donor address addr and every string it
+ * names, and build a new hash table (this process's seed) around them.
+ * Returns the value (a new robj, in the heap; slot compaction moves it
+ * into the slot's blocks later) or NULL with ctx->why set. */
+static robj *migDictValue(migPatchCtx *ctx, uint64_t addr, uint64_t count) {
+    size_t usable;
+    migDictList *l = (migDictList *)migAlloc(ctx, addr, sizeof(migDictList), &usable);
+    robj *o;
+    dict *d;
+
+    if (!l) migBad(ctx, "list pointer outside the received blocks");
+    if ((l->type != OBJ_HASH && l->type != OBJ_SET) || l->count != count ||
+        count == 0 || count > (usable - sizeof(*l)) / (2 * sizeof(uint64_t)))
+        migBad(ctx, "bad list header");
+    uint64_t *pairs = (uint64_t *)(l + 1);
+    d = dictCreate(l->type == OBJ_HASH ? &hashDictType : &setDictType);
+    if (dictTryExpand(d, count) != DICT_OK) {
+        dictRelease(d);
+        migBad(ctx, "too many elements");
+    }
+    for (uint64_t i = 0; i < count; i++) {
+        sds f = migSds(ctx, pairs[2 * i]), v = NULL;
+        if (f && l->type == OBJ_HASH) v = migSds(ctx, pairs[2 * i + 1]);
+        else if (f && pairs[2 * i + 1] != 0) f = NULL;
+        if (!f || (l->type == OBJ_HASH && !v)) {
+            /* Not added yet: the table must not free what it does not own. */
+            d->type = &migSeenDictType;
+            dictRelease(d);
+            migBad(ctx, "bad field or value string");
+        }
+        if (dictAdd(d, f, v) != DICT_OK) {
+            d->type = &migSeenDictType;
+            dictRelease(d);
+            migBad(ctx, "a field appears twice");
+        }
+    }
+    /* The table owns its strings from now on; if the slot is dropped
+     * later the caller must not free them twice: they are the blocks'. */
+    o = createObject(l->type, d);
+    o->encoding = OBJ_ENCODING_HT;
+    return o;
+}
+
 static int migPtrCmp(const void *a, const void *b) {
     uintptr_t x = (uintptr_t)*(void * const *)a, y = (uintptr_t)*(void * const *)b;
     return x < y ? -1 : x > y;
@@ -579,6 +677,14 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                 break;
             }
             out->keys_zero_copy++;
+        } else if (r.path == MIG_PATH_DICT) {
+            if ((k->val = migDictValue(&ctx, r.val, r.len)) == NULL) {
+                *err = sdscatprintf(sdsempty(), "record %zu (key '%s'): bad hash "
+                    "table: %s", i, key, ctx.why);
+                break;
+            }
+            out->keys_zero_copy++;
+            out->keys_rebuilt++;
         } else if (r.path == MIG_PATH_INT) {
             k->val = createStringObjectFromLongLongForValue((long long)r.val);
             out->keys_zero_copy++;

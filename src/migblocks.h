@@ -31,6 +31,8 @@ struct client;
 #define MIG_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
 #define MIG_PATH_DUMP 2         /* A DUMP payload in the blocks. */
 #define MIG_PATH_INT 3          /* A shared integer: the value itself. */
+#define MIG_PATH_DICT 4         /* A hash table (hash, set): its strings as
+                                 * they are, the table rebuilt there. */
 
 /* The donor's manifest of one slot, in the slot's blocks. */
 typedef struct migManifest {
@@ -40,6 +42,7 @@ typedef struct migManifest {
     size_t keys_zero_copy;
     size_t keys_serialized;
     size_t payload_bytes;       /* DUMP payloads written. */
+    size_t keys_rebuilt;        /* Of keys_zero_copy: MIG_PATH_DICT. */
     size_t capacity;            /* Records allocated (the slot's keys). */
     sds next;                   /* Next key to write (in the blocks). */
 } migManifest;
@@ -70,7 +73,7 @@ typedef struct migAdopted {
     size_t nkeys, linked;
     void **kept;                /* Every allocation adopted keys own. */
     size_t nkept, kept_cap;
-    size_t keys_zero_copy, keys_serialized;
+    size_t keys_zero_copy, keys_serialized, keys_rebuilt;
     sds *payloads;              /* migSerializeAdopted(), or NULL. */
 } migAdopted;
 

@@ -1483,8 +1483,10 @@ static int migRecipientTick(migSession *s) {
         if (s->link_cursor < s->nmig) return 1;
         s->linked_all = 1;
         for (int i = 0; i < s->nmig; i++) {
-            /* DUMP-path values are in the heap: relocate them. */
-            if (s->slots[i].keys.keys_serialized) slotCompactRequest(s->slots[i].slot);
+            /* DUMP-path values and rebuilt tables are in the heap:
+             * relocate them. */
+            if (s->slots[i].keys.keys_serialized || s->slots[i].keys.keys_rebuilt)
+                slotCompactRequest(s->slots[i].slot);
         }
         if (s->done_client) {
             client *c = s->done_client;
