@@ -100,12 +100,12 @@ static int setSlotsParseRange(client *c, robj *arg, int *start, int *end) {
     return C_OK;
 }
 
-/* First pass: parses c->argv[first..] into argof, where argof[slot] is the
- * index in c->argv of the argument that names the slot, 0 if none does.
+/* First pass: parses c->argv[first..last) into argof, where argof[slot] is
+ * the index in c->argv of the argument that names the slot, 0 if none does.
  * A slot named twice (a repeated slot, overlapping ranges) is an error. On
  * C_ERR an error has been replied. */
-static int setSlotsCollect(client *c, int first, int *argof) {
-    for (int j = first; j < c->argc; j++) {
+static int setSlotsCollect(client *c, int first, int last, int *argof) {
+    for (int j = first; j < last; j++) {
         int start, end;
         if (setSlotsParseRange(c, c->argv[j], &start, &end) == C_ERR)
             return C_ERR;
@@ -334,7 +334,7 @@ void clusterSetSlotsCommand(client *c) {
     }
 
     argof = zcalloc(sizeof(int) * CLUSTER_SLOTS);
-    if (setSlotsCollect(c, first, argof) == C_OK &&
+    if (setSlotsCollect(c, first, c->argc, argof) == C_OK &&
         setSlotsCheck(c, action, n, argof) == C_OK)
     {
         if (action == SETSLOTS_NODE)
@@ -358,4 +358,23 @@ void clusterSetSlotsApply(int action, clusterNode *n, const unsigned char *slots
     if (action == SETSLOTS_NODE) setSlotsAssign(n, argof);
     else setSlotsMark((setSlotsAction)action, n, argof);
     zfree(argof);
+}
+
+/* The same parsing for other commands taking slots (RDMAMIGRATESLOTS,
+ * INITRDMASERVER, RDMADONE): c->argv[first..last) into a bitmap of
+ * CLUSTER_SLOTS bits and its count. On C_ERR an error naming the argument
+ * (bad syntax, out of range, a slot given twice) has been replied. */
+int clusterParseSlotRanges(client *c, int first, int last, unsigned char *slots, int *count) {
+    int *argof = zcalloc(sizeof(int) * CLUSTER_SLOTS);
+    int ret = setSlotsCollect(c, first, last, argof);
+
+    memset(slots, 0, CLUSTER_SLOTS / 8);
+    *count = 0;
+    for (int slot = 0; slot < CLUSTER_SLOTS && ret == C_OK; slot++) {
+        if (!argof[slot]) continue;
+        slots[slot >> 3] |= 1 << (slot & 7);
+        (*count)++;
+    }
+    zfree(argof);
+    return ret;
 }

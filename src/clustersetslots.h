@@ -18,6 +18,8 @@ struct clusterNode;
 #define CLUSTER_SETSLOTS_STABLE 3
 
 void clusterSetSlotsCommand(struct client *c);
+int clusterParseSlotRanges(struct client *c, int first, int last,
+                           unsigned char *slots, int *count);
 void clusterSetSlotsApply(int action, struct clusterNode *n,
                           const unsigned char *slots);
 

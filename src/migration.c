@@ -277,33 +277,15 @@ static int migSlotIsSet(const unsigned char *bitmap, int slot) {
     return (bitmap[slot >> 3] >> (slot & 7)) & 1;
 }
 
-/* Parses <slot|start-end>... from argv[first..last) into bitmap. A slot
- * given twice is an error. Replies an error and returns C_ERR on bad
- * input. */
+/* Parses <slot|start-end>... from argv[first..last) into bitmap (the
+ * parser of CLUSTER SETSLOTS); at least one is needed. Replies an error and
+ * returns C_ERR on bad input. */
 static int migParseSlots(client *c, int first, int last, unsigned char *bitmap, int *count) {
-    unsigned char one[CLUSTER_SLOTS / 8];
-
-    *count = 0;
-    memset(bitmap, 0, CLUSTER_SLOTS / 8);
     if (first >= last) {
         addReplyError(c, "at least one slot or range <start>-<end> is needed");
         return C_ERR;
     }
-    for (int j = first; j < last; j++) {
-        memset(one, 0, sizeof(one));
-        if (slotFreezeParseRange(c, c->argv[j], one) == C_ERR) return C_ERR;
-        for (int k = 0; k < CLUSTER_SLOTS / 8; k++) {
-            if (one[k] & bitmap[k]) {
-                int slot = k * 8 + __builtin_ctz(one[k] & bitmap[k]);
-                addReplyErrorFormat(c, "Slot %d is given twice (again in '%s')",
-                    slot, (char *)c->argv[j]->ptr);
-                return C_ERR;
-            }
-            bitmap[k] |= one[k];
-            *count += __builtin_popcount(one[k]);
-        }
-    }
-    return C_OK;
+    return clusterParseSlotRanges(c, first, last, bitmap, count);
 }
 
 /* The slots of a bitmap as range arguments ("0-5460", "7"), appended to an

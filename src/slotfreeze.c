@@ -159,7 +159,7 @@ sds slotFreezeGenInfo(sds info) {
 
 /* Parse "<slot>" or "<start>-<end>" into a bitmap. Returns C_ERR with a
  * reply sent on bad input. */
-int slotFreezeParseRange(client *c, robj *arg, unsigned char *slots) {
+static int slotFreezeParseRange(client *c, robj *arg, unsigned char *slots) {
     long long start, end;
     char *s = arg->ptr, *dash = strchr(s, '-');
 

@@ -23,7 +23,6 @@ int slotFreezeKeyIsFrozen(sds key);
 int slotFreezeShouldPostpone(struct client *c);
 void slotFreezeCron(void);
 sds slotFreezeGenInfo(sds info);
-int slotFreezeParseRange(struct client *c, struct redisObject *arg, unsigned char *slots);
 void slotFreezeDebugCommand(struct client *c);
 
 #endif
