@@ -167,7 +167,6 @@ typedef struct migSession {
     int rc_fd, data_fd;             /* To interrupt blocking I/O on cancel. */
     /* Donor. */
     client *caller;
-    uint64_t caller_id;
     char host[NET_IP_STR_LEN];
     int port;
     char target[CLUSTER_NAMELEN];
@@ -179,7 +178,6 @@ typedef struct migSession {
     int handed_over;
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
-    char donor_name[CLUSTER_NAMELEN];
     migListener *listener;
     migConn *conn;
     int reg_requested, reg_done;    /* RDMAREGISTER handed to the thread. */
@@ -189,7 +187,6 @@ typedef struct migSession {
     uint32_t reg_n;
     migBlockDesc *reg_desc;
     client *reg_client;
-    int transfer_ok;
     int done_requested, patched;    /* RDMADONE handed to the thread. */
     int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
     client *done_client;
@@ -197,7 +194,6 @@ typedef struct migSession {
     int linked_all;
     int rolling_back;
     int owned;                      /* The slots became ours. */
-    long long patch_start_ms;
 } migSession;
 
 static migSession *mig = NULL;      /* The running migration, if any. */
@@ -478,12 +474,43 @@ static int migRunJobSlice(migSession *s) {
 
 /* ============================== Donor: main =============================== */
 
+static void migSlotFreeManifest(migSlot *ms) {
+    if (!ms->has_manifest) return;
+    migFreeManifest(&ms->manifest);
+    ms->has_manifest = 0;
+}
+
 static void migDonorFreeManifests(migSession *s) {
-    for (int i = 0; i < s->nmig; i++) {
-        if (!s->slots[i].has_manifest) continue;
-        migFreeManifest(&s->slots[i].manifest);
-        s->slots[i].has_manifest = 0;
-    }
+    for (int i = 0; i < s->nmig; i++) migSlotFreeManifest(&s->slots[i]);
+}
+
+/* Outside a command, what is propagated goes out one command at a time
+ * (as in the expire cycle): wrap a batch of migDeleteKey() calls. */
+static int migPropagateBegin(void) {
+    int prev = server.core_propagates;
+    server.core_propagates = 1;
+    server.propagate_no_multi = 1;
+    return prev;
+}
+
+static void migPropagateEnd(int prev) {
+    server.core_propagates = prev;
+    server.propagate_no_multi = 0;
+}
+
+/* Delete one key of a slot this node lets go of (the donor after the
+ * handover, a recipient dropping a failed import), and tell its replicas
+ * and AOF: UNLINK when lazy, else DEL. */
+static void migDeleteKey(redisDb *db, sds key, int lazy) {
+    robj *keyobj = createStringObject(key, sdslen(key));
+
+    if (lazy) dbAsyncDelete(db, keyobj);
+    else dbSyncDelete(db, keyobj);
+    signalModifiedKey(NULL, db, keyobj);
+    propagateDeletion(db, keyobj, lazy);
+    propagatePendingCommands();
+    decrRefCount(keyobj);
+    server.dirty++;
 }
 
 static void migUnpinAll(migSession *s) {
@@ -647,7 +674,7 @@ static int migDonorDeleteSlice(migSession *s) {
     redisDb *db = &server.db[0];
     monotime start;
     mstime_t lat;
-    int n = 0, prev_core = server.core_propagates;
+    int n = 0, prev_core;
 
     if (server.masterhost) {
         serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
@@ -658,8 +685,7 @@ static int migDonorDeleteSlice(migSession *s) {
     }
     elapsedStart(&start);
     latencyStartMonitor(lat);
-    server.core_propagates = 1;
-    server.propagate_no_multi = 1;
+    prev_core = migPropagateBegin();
     while (s->cursor < CLUSTER_SLOTS) {
         int slot = s->cursor;
         dictEntry *de;
@@ -667,30 +693,17 @@ static int migDonorDeleteSlice(migSession *s) {
             (de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
             /* The slot is empty: its manifest goes too (s->slots is in
              * slot order; stage counts how many are done). */
-            while (s->stage < s->nmig && s->slots[s->stage].slot <= slot) {
-                migSlot *ms = &s->slots[s->stage++];
-                if (ms->has_manifest) {
-                    migFreeManifest(&ms->manifest);
-                    ms->has_manifest = 0;
-                }
-            }
+            while (s->stage < s->nmig && s->slots[s->stage].slot <= slot)
+                migSlotFreeManifest(&s->slots[s->stage++]);
             slotCompactPin(slot, 0);
             s->cursor++;
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
             continue;
         }
-        sds key = dictGetKey(de);
-        robj *keyobj = createStringObject(key, sdslen(key));
-        dbDelete(db, keyobj);
-        signalModifiedKey(NULL, db, keyobj);
-        propagateDeletion(db, keyobj, server.lazyfree_lazy_server_del);
-        propagatePendingCommands();
-        decrRefCount(keyobj);
-        server.dirty++;
+        migDeleteKey(db, dictGetKey(de), server.lazyfree_lazy_server_del);
         if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
     }
-    server.core_propagates = prev_core;
-    server.propagate_no_multi = 0;
+    migPropagateEnd(prev_core);
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-delete-slice", lat);
     return s->cursor < CLUSTER_SLOTS ? 1 : 0;
@@ -1240,7 +1253,6 @@ static void *migRecipientThread(void *arg) {
     }
     migGetStats(conn, &s->tstats);
     s->bytes = (long long)s->tstats.payload_bytes;
-    s->transfer_ok = 1;
     /* The blocks hold what we checked: nobody may write them any more
      * (RDMA: deregister them now, not after the patch). */
     pthread_mutex_lock(&s->lock);
@@ -1311,27 +1323,20 @@ static void migFreeBlockAllocs(void *block) {
  * block of the migration. */
 static void migRecipientRollback(migSession *s) {
     redisDb *db = &server.db[0];
-    int prev_core = server.core_propagates;
+    int prev_core = migPropagateBegin();
     long long dropped = 0;
 
-    server.core_propagates = 1;
-    server.propagate_no_multi = 1;
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         dictEntry *de;
         if (!migSlotIsSet(s->bitmap, slot) || server.cluster->slots[slot] == server.cluster->myself)
             continue;
+        /* Synchronously: the blocks' leftovers are freed below. */
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
-            sds key = dictGetKey(de);
-            robj *keyobj = createStringObject(key, sdslen(key));
-            dbSyncDelete(db, keyobj);
-            propagateDeletion(db, keyobj, 0);
-            propagatePendingCommands();
-            decrRefCount(keyobj);
+            migDeleteKey(db, dictGetKey(de), 0);
             dropped++;
         }
     }
-    server.core_propagates = prev_core;
-    server.propagate_no_multi = 0;
+    migPropagateEnd(prev_core);
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
         /* A slot this node owns now keeps what it has (it can only have
@@ -1515,6 +1520,36 @@ static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
 
 /* ================================ Commands ================================ */
 
+/* TRANSPORT <rdma|tcp|auto> or TIMEOUT <ms> at c->argv[*j], the options
+ * RDMAMIGRATESLOTS and INITRDMASERVER share. Returns 1 if it was one of
+ * them with its value (*j then points at the value), 0 if argv[*j] is
+ * something else or lacks its value, -1 after replying an error. */
+static int migParseCommonOption(client *c, int *j, migKind *kind, long long *timeout) {
+    char *a = c->argv[*j]->ptr;
+    robj *v;
+
+    if (*j + 1 >= c->argc) return 0;
+    v = c->argv[*j + 1];
+    if (!strcasecmp(a, "transport")) {
+        if (migParseKind(v->ptr, kind) == -1) {
+            addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
+                                (char *)v->ptr);
+            return -1;
+        }
+    } else if (!strcasecmp(a, "timeout")) {
+        if (getLongLongFromObject(v, timeout) != C_OK ||
+            *timeout <= 0 || *timeout > MIG_MAX_TIMEOUT_MS) {
+            addReplyErrorFormat(c, "Invalid TIMEOUT '%s': milliseconds, 1 to %lld",
+                                (char *)v->ptr, MIG_MAX_TIMEOUT_MS);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    (*j)++;
+    return 1;
+}
+
 /* Cluster mode, master, and slot affinity: what every command needs. */
 static int migCheckNode(client *c) {
     if (!server.cluster_enabled) {
@@ -1607,23 +1642,10 @@ void rdmaMigrateSlotsCommand(client *c) {
     robj *user = NULL, *pass = NULL;
     for (int j = last; j < c->argc; j++) {
         char *a = c->argv[j]->ptr;
-        int more = c->argc - j - 1;
-        if (!strcasecmp(a, "transport") && more >= 1) {
-            if (migParseKind(c->argv[j + 1]->ptr, &kind) == -1) {
-                addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
-                                    (char *)c->argv[j + 1]->ptr);
-                return;
-            }
-            j++;
-        } else if (!strcasecmp(a, "timeout") && more >= 1) {
-            if (getLongLongFromObject(c->argv[j + 1], &timeout) != C_OK ||
-                timeout <= 0 || timeout > MIG_MAX_TIMEOUT_MS) {
-                addReplyErrorFormat(c, "Invalid TIMEOUT '%s': milliseconds, 1 to %lld",
-                    (char *)c->argv[j + 1]->ptr, MIG_MAX_TIMEOUT_MS);
-                return;
-            }
-            j++;
-        } else if (!strcasecmp(a, "auth") && more >= 1) {
+        int more = c->argc - j - 1, r = migParseCommonOption(c, &j, &kind, &timeout);
+        if (r == -1) return;
+        if (r == 1) continue;
+        if (!strcasecmp(a, "auth") && more >= 1) {
             pass = c->argv[++j];
             user = NULL;
         } else if (!strcasecmp(a, "auth2") && more >= 2) {
@@ -1719,7 +1741,6 @@ void rdmaMigrateSlotsCommand(client *c) {
     if (pass) s->pass = sdsdup(pass->ptr);
     if (user) s->user = sdsdup(user->ptr);
     s->caller = c;
-    s->caller_id = c->id;
     mig = s;
     if (pthread_create(&s->thread, NULL, migDonorThread, s) != 0) {
         mig = NULL;
@@ -1756,21 +1777,11 @@ void initRdmaServerCommand(client *c) {
     while (last < c->argc && strcasecmp(c->argv[last]->ptr, "transport") &&
            strcasecmp(c->argv[last]->ptr, "timeout")) last++;
     for (int j = last; j < c->argc; j++) {
-        char *a = c->argv[j]->ptr;
-        if (!strcasecmp(a, "transport") && j + 1 < c->argc) {
-            if (migParseKind(c->argv[++j]->ptr, &kind) == -1) {
-                addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
-                                    (char *)c->argv[j]->ptr);
-                return;
-            }
-        } else if (!strcasecmp(a, "timeout") && j + 1 < c->argc) {
-            if (getLongLongFromObject(c->argv[++j], &timeout) != C_OK ||
-                timeout <= 0 || timeout > MIG_MAX_TIMEOUT_MS) {
-                addReplyErrorFormat(c, "Invalid TIMEOUT '%s'", (char *)c->argv[j]->ptr);
-                return;
-            }
-        } else {
-            addReplyErrorFormat(c, "Invalid or incomplete option '%s'", a);
+        int r = migParseCommonOption(c, &j, &kind, &timeout);
+        if (r == -1) return;
+        if (r == 0) {
+            addReplyErrorFormat(c, "Invalid or incomplete option '%s'",
+                                (char *)c->argv[j]->ptr);
             return;
         }
     }
@@ -1830,7 +1841,6 @@ void initRdmaServerCommand(client *c) {
     migSession *s = migNewSession(MIG_ROLE_RECIPIENT);
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;
-    memcpy(s->donor_name, donor->name, CLUSTER_NAMELEN);
     s->listener = l;
     s->kind = migListenerKind(l);
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));
