@@ -157,6 +157,16 @@ wait_phase() {
     done
     return 0
 }
+# delayed_migration phase to_ip to_port out: A migrates $RANGES to the
+# given node with DEBUG MIGRATION-DELAY <phase> 2000, in the background
+# ($bg: its pid, reply in out); $ph is 0 once A's STATUS shows the phase.
+delayed_migration() {
+    cli "$IPA" "$PA" debug migration-delay "$1" 2000 >/dev/null
+    cli "$IPA" "$PA" rdmamigrateslots "$2" "$3" $RANGES transport "$T" timeout 60000 > "$4" 2>&1 &
+    bg=$!
+    wait_phase "$IPA" "$PA" "$1"
+    ph=$?
+}
 show_reply() { # file
     tr '\n' ' ' < "$1" | sed 's/^/    reply: /'; echo
 }
@@ -358,11 +368,7 @@ check "INFO migration on B: last_transport $T, chains posted" $?
 
 # ------------------------------------- 4a. the recipient dies during the patch
 section "4a. B killed during the patch delay"
-cli "$IPA" "$PA" debug migration-delay patch 2000 >/dev/null
-cli "$IPA" "$PA" rdmamigrateslots "$IPB" "$PB" $RANGES transport "$T" timeout 60000 > "$base/r3" 2>&1 &
-bg=$!
-wait_phase "$IPA" "$PA" patch
-ph=$?
+delayed_migration patch "$IPB" "$PB" "$base/r3"
 kill -9 "$(cat "$base/B/pid")"
 wait $bg
 stamp "migration returned"
@@ -395,11 +401,7 @@ check "cluster_state:ok again with the restarted B" $?
 
 # ----------------------------------------------- 4b. CANCEL during the transfer
 section "4b. CANCEL during the transfer delay"
-cli "$IPA" "$PA" debug migration-delay transfer 2000 >/dev/null
-cli "$IPA" "$PA" rdmamigrateslots "$IPC" "$PC" $RANGES transport "$T" timeout 60000 > "$base/r4" 2>&1 &
-bg=$!
-wait_phase "$IPA" "$PA" transfer
-ph=$?
+delayed_migration transfer "$IPC" "$PC" "$base/r4"
 cli "$IPA" "$PA" rdmamigrateslots cancel > "$base/c4"
 wait $bg
 show_reply "$base/r4"
