@@ -121,18 +121,26 @@ def parse_ycsb(d):
     return samples
 
 
+def stamped_matches(d, name, regex):
+    """(timestamp, match) for each line of the stamped log d/name (each
+    line starts with the time it was written) whose rest matches regex."""
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        return
+    with open(path, errors="replace") as f:
+        for line in f:
+            ts, _, rest = line.partition(" ")
+            m = regex.search(rest)
+            if m:
+                yield float(ts), m
+
+
 def parse_redis_benchmark(d):
     """1-second bins of redis-benchmark's stamped progress (rps, avg ms)."""
-    path = os.path.join(d, "redis-benchmark.log")
     bins = {}
-    if os.path.exists(path):
-        with open(path, errors="replace") as f:
-            for line in f:
-                ts, _, rest = line.partition(" ")
-                m = RB_PROGRESS_RE.search(rest)
-                if m:
-                    b = bins.setdefault(math.ceil(float(ts)), [])
-                    b.append((float(m.group(1)), float(m.group(2)) * 1000.0))
+    for ts, m in stamped_matches(d, "redis-benchmark.log", RB_PROGRESS_RE):
+        b = bins.setdefault(math.ceil(ts), [])
+        b.append((float(m.group(1)), float(m.group(2)) * 1000.0))
     return [(t, statistics.mean(x[0] for x in v), statistics.mean(x[1] for x in v), None, 0)
             for t, v in sorted(bins.items())]
 
@@ -166,18 +174,12 @@ def mean(xs):
 def phases(d):
     """[(t, label)] from the stamped rebalance output: one per donor."""
     out = []
-    path = os.path.join(d, "rebalance.log")
-    if os.path.exists(path):
-        with open(path, errors="replace") as f:
-            for line in f:
-                ts, _, rest = line.partition(" ")
-                m = MOVING_RE.search(rest)
-                if m:
-                    label = "%s slots from :%s" % (m.group(1), m.group(2).rsplit(":", 1)[1])
-                    # (the block path says it twice: upstream's line, then
-                    # redis-cli's ">>> Moving ... with RDMAMIGRATESLOTS")
-                    if not out or out[-1][1] != label:
-                        out.append((float(ts), label))
+    for ts, m in stamped_matches(d, "rebalance.log", MOVING_RE):
+        label = "%s slots from :%s" % (m.group(1), m.group(2).rsplit(":", 1)[1])
+        # (the block path says it twice: upstream's line, then redis-cli's
+        # ">>> Moving ... with RDMAMIGRATESLOTS")
+        if not out or out[-1][1] != label:
+            out.append((ts, label))
     return out
 
 
