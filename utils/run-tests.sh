@@ -159,6 +159,13 @@ for s in $suites; do
         *) echo "run-tests: unknown suite '$s' (unit, cluster, ours)" >&2; exit 2 ;;
     esac
 done
+# Name the failed tests once more at the end, where a truncated log (CI
+# keeps only the tail) still shows them.
+for s in $suites; do
+    [ -f "$logs/$s.log" ] || continue
+    grep -A3 -E '^\[(err|exception)\]:|FAILED:' "$logs/$s.log" | head -40 |
+        sed "s/^/run-tests: $s: failed: /"
+done
 echo "run-tests: suites [$suites] took $(( $(date +%s) - start )) s; logs in build/test-logs/"
 echo "$total_pass passed, $total_fail failed"
 exit $status
