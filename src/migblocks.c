@@ -10,15 +10,13 @@
  * where its key sds and its value are, and its TTL, as donor addresses.
  * Values whose memory is flat or simply linked travel as they are
  * (MIG_PATH_ZERO_COPY: strings of every encoding, listpacks, intsets,
- * quicklists). Hashes and sets encoded as hash tables travel as their
- * strings (MIG_PATH_DICT): the donor writes into the blocks the list of
- * their field and value addresses, the strings themselves stay where they
- * are, and the recipient builds a new table around them (tables and their
- * seeds are per process). The others (skiplists, streams, module values)
- * travel as a DUMP payload that the donor writes into the slot's blocks too
- * (MIG_PATH_DUMP); small shared
- * integers, which live outside the blocks, travel as their value
- * (MIG_PATH_INT). The manifest is itself one allocation in the blocks.
+ * quicklists). Hashes and sets encoded as hash tables travel as they are
+ * too (MIG_PATH_DICT): robj, dict, table, entries and strings; only the
+ * buckets are refilled on the recipient, whose hash seed differs (a table
+ * being rehashed is finished first). The others (skiplists, streams,
+ * module values) travel as a DUMP payload that the donor writes into the
+ * slot's blocks too (MIG_PATH_DUMP); small shared integers, which live
+ * outside the blocks, travel as their value (MIG_PATH_INT). The manifest is itself one allocation in the blocks.
  *
  * Recipient: migPatchSlot() trusts nothing it reads. Every donor address
  * must fall inside a received block (migTr) and be the start of a live
@@ -27,7 +25,8 @@
  * duplicate fields), intset, quicklist node and LZF payload is checked
  * against the allocation's usable size before anything is used; every key
  * must hash to the slot and appear once; no allocation may belong to two
- * keys; DUMP payloads go through verifyDumpPayload() and rdbLoadObject()
+ * keys (an ownership bitmap per block, which also stops cycles); DUMP
+ * payloads go through verifyDumpPayload() and rdbLoadObject()
  * like RESTORE. Pointers are rewritten in place (donor address -> local
  * address) and the keys are returned, not yet linked: on any error the
  * caller drops the slot's blocks wholesale and nothing of the slot is
@@ -64,7 +63,7 @@ static dictType migSeenDictType = {
 };
 
 #define MIG_MANIFEST_MAGIC 0x524d4d46u  /* "RMMF" */
-#define MIG_MANIFEST_VERSION 1
+#define MIG_MANIFEST_VERSION 2
 
 /* One allocation in the blocks: fixed layout, host byte order. */
 typedef struct migManifestHeader {
@@ -116,48 +115,38 @@ static int migFlatEncoding(robj *o) {
     }
 }
 
-/* MIG_PATH_DICT: the list a hash table travels as, one allocation in the
- * blocks: this header, then 'count' (field, value) donor addresses (value
- * 0 for a set). */
-typedef struct migDictList {
-    uint32_t type;              /* OBJ_HASH or OBJ_SET. */
-    uint32_t reserved;
-    uint64_t count;
-} migDictList;
+/* Whether a value is a hash table (hash or set) that can travel as it is
+ * (MIG_PATH_DICT) if it lies in the blocks. */
+static int migHashTable(robj *o) {
+    return o->refcount == 1 && o->encoding == OBJ_ENCODING_HT &&
+           (o->type == OBJ_HASH || o->type == OBJ_SET) && dictSize((dict *)o->ptr) != 0;
+}
 
-/* Write the list of a hash table's strings into the slot's blocks, if
- * every string is there. Returns the list or NULL (then DUMP it). */
-static void *migDictIntoSlot(int slot, robj *o, uint64_t *count) {
+/* MIG_PATH_DICT: whether the robj, the dict, its table, every entry and
+ * every string of a hash table lie in the slot's blocks. The recipient
+ * takes them all as they are and only refills the buckets (tables and their
+ * hash seeds are per process), so a table being rehashed is first finished
+ * here: its two tables would be one more thing to check there, and a read
+ * of the frozen key must not move entries under the transfer. */
+static int migDictInSlot(robj *o, int slot) {
     dict *d = o->ptr;
-    dictIterator *di;
-    dictEntry *de;
-    migDictList *l;
-    uint64_t *pairs, i = 0;
 
-    if (o->refcount != 1 || o->encoding != OBJ_ENCODING_HT ||
-        (o->type != OBJ_HASH && o->type != OBJ_SET) || dictSize(d) == 0) return NULL;
-    l = ztrymalloc_foreign(slot, sizeof(*l) + dictSize(d) * 2 * sizeof(uint64_t), NULL);
-    if (l == NULL) return NULL;
-    l->type = o->type;
-    l->reserved = 0;
-    l->count = dictSize(d);
-    pairs = (uint64_t *)(l + 1);
-    di = dictGetIterator(d);
-    while ((de = dictNext(di)) != NULL && i < l->count) {
-        sds f = dictGetKey(de), v = o->type == OBJ_HASH ? dictGetVal(de) : NULL;
-        if (slotAllocSlotOf(sdsAllocPtr(f)) != slot ||
-            (v && slotAllocSlotOf(sdsAllocPtr(v)) != slot)) break;
-        pairs[2 * i] = (uintptr_t)f;
-        pairs[2 * i + 1] = (uintptr_t)v;
-        i++;
+    if (!migHashTable(o) || slotAllocSlotOf(o) != slot || slotAllocSlotOf(d) != slot)
+        return 0;
+    if (dictIsRehashing(d)) {
+        if (d->pauserehash) return 0;
+        while (dictRehash(d, 1000));
     }
-    dictReleaseIterator(di);
-    if (i != l->count) {
-        zfree(l);
-        return NULL;
+    if (slotAllocSlotOf(d->ht_table[0]) != slot) return 0;
+    for (unsigned long b = 0; b < DICTHT_SIZE(d->ht_size_exp[0]); b++) {
+        for (dictEntry *de = d->ht_table[0][b]; de; de = de->next) {
+            if (slotAllocSlotOf(de) != slot ||
+                slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot ||
+                (o->type == OBJ_HASH && slotAllocSlotOf(sdsAllocPtr(dictGetVal(de))) != slot))
+                return 0;
+        }
     }
-    *count = l->count;
-    return l;
+    return 1;
 }
 
 /* Write the DUMP payload of a value into the slot's blocks. */
@@ -231,15 +220,19 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
         }
         if (i > first && (i & 15) == 0 && elapsedUs(start) >= budget_us) break;
         /* A straggler background compaction has not visited: move it now
-         * (once), so its key is in the blocks and a flat value travels
-         * without serialization. */
+         * (once), so its key is in the blocks and a flat value or a hash
+         * table travels without serialization. */
+        int zero_copy = 0, table = 0;
+        if (o->refcount == 1 && migFlatEncoding(o)) zero_copy = migZeroCopyable(o, slot);
+        else if (migHashTable(o)) table = migDictInSlot(o, slot);
         if (slotAllocSlotOf(sdsAllocPtr(key)) != slot ||
-            (o->refcount == 1 && migFlatEncoding(o) && !migZeroCopyable(o, slot)) ||
-            (o->refcount == 1 && o->encoding == OBJ_ENCODING_HT &&
-             (o->type == OBJ_HASH || o->type == OBJ_SET) && slotAllocSlotOf(o) != slot)) {
+            (o->refcount == 1 && migFlatEncoding(o) && !zero_copy) ||
+            (migHashTable(o) && !table)) {
             slotCompactKeyNow(de);
             key = dictGetKey(de);
             o = dictGetVal(de);
+            if (o->refcount == 1 && migFlatEncoding(o)) zero_copy = migZeroCopyable(o, slot);
+            else if (migHashTable(o)) table = migDictInSlot(o, slot);
         }
         memset(r, 0, sizeof(*r));
         r->key = (uintptr_t)key;
@@ -255,12 +248,14 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
             r->path = MIG_PATH_INT;
             r->val = (uint64_t)(long)o->ptr;
             m->keys_zero_copy++;
-        } else if (migZeroCopyable(o, slot)) {
+        } else if (zero_copy) {
             r->path = MIG_PATH_ZERO_COPY;
             r->val = (uintptr_t)o;
             m->keys_zero_copy++;
-        } else if ((r->val = (uintptr_t)migDictIntoSlot(slot, o, &r->len)) != 0) {
+        } else if (table) {
             r->path = MIG_PATH_DICT;
+            r->val = (uintptr_t)o;
+            r->len = dictSize((dict *)o->ptr);
             m->keys_zero_copy++;
             m->keys_rebuilt++;
         } else {
@@ -308,18 +303,25 @@ void migFreeManifest(migManifest *m) {
     if (!h) return;
     migKeyRec *rec = (migKeyRec *)(h + 1);
     for (size_t i = 0; i < m->nkeys; i++)
-        if (rec[i].path == MIG_PATH_DUMP || rec[i].path == MIG_PATH_DICT)
-            zfree((void *)(uintptr_t)rec[i].val);
+        if (rec[i].path == MIG_PATH_DUMP) zfree((void *)(uintptr_t)rec[i].val);
     zfree(h);
     m->addr = NULL;
 }
 
 /* ============================ Recipient =================================== */
 
+/* A received block by its local address (migKeep's lookup). */
+typedef struct migLocalIdx {
+    char *local;
+    size_t size;
+    size_t block;               /* Index in the map. */
+} migLocalIdx;
+
 typedef struct migPatchCtx {
     int slot;
-    migBlockMap *map;
+    migBlockMap *map;           /* Sorted by donor address. */
     size_t nmap;
+    struct migLocalIdx *bylocal;/* The blocks by local address. */
     migAdopted *out;
     sds *err;
     const char *why;            /* What the last failed check was. */
@@ -347,9 +349,9 @@ int migAdoptBlock(int slot, void *addr) {
     return 0;
 }
 
-/* A donor address -> the local address, or NULL if it is in no received
- * block. The map is sorted by donor address. */
-static char *migTr(migPatchCtx *ctx, uint64_t addr) {
+/* The received block holding a donor address, or NULL (the map is sorted
+ * by donor address); migTr: the local address, or NULL. */
+static migBlockMap *migBlockOf(migPatchCtx *ctx, uint64_t addr) {
     size_t lo = 0, hi = ctx->nmap;
 
     while (lo < hi) {
@@ -357,20 +359,49 @@ static char *migTr(migPatchCtx *ctx, uint64_t addr) {
         migBlockMap *b = &ctx->map[mid];
         if (addr < b->donor) hi = mid;
         else if (addr - b->donor >= b->size) lo = mid + 1;
-        else return b->local + (addr - b->donor);
+        else return b;
     }
     return NULL;
 }
 
-/* Record an allocation as owned by an adopted key. */
-static void migKeep(migPatchCtx *ctx, void *p) {
-    migAdopted *a = ctx->out;
+static char *migTr(migPatchCtx *ctx, uint64_t addr) {
+    migBlockMap *b = migBlockOf(ctx, addr);
+    return b ? b->local + (addr - b->donor) : NULL;
+}
 
-    if (a->nkept == a->kept_cap) {
-        a->kept_cap = a->kept_cap ? a->kept_cap * 2 : 1024;
-        a->kept = zrealloc(a->kept, a->kept_cap * sizeof(void *));
+/* Record an allocation (a local address inside a received block) as owned
+ * by an adopted key. Returns 0 if some key owns it already: one free would
+ * corrupt the other, and a walk that comes back to it is going round in a
+ * cycle. */
+static int migKeep(migPatchCtx *ctx, void *p) {
+    migAdopted *a = ctx->out;
+    size_t lo = 0, hi = ctx->nmap;
+    char *c = p;
+
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2, b = ctx->bylocal[mid].block;
+        if (c < ctx->bylocal[mid].local) hi = mid;
+        else if ((size_t)(c - ctx->bylocal[mid].local) >= ctx->bylocal[mid].size) lo = mid + 1;
+        else {
+            size_t g = (size_t)(c - ctx->bylocal[mid].local) / 16;
+            uint64_t bit = 1ULL << (g & 63);
+            if (a->owned[b][g >> 6] & bit) {
+                a->owned_twice = 1;
+                return 0;
+            }
+            a->owned[b][g >> 6] |= bit;
+            return 1;
+        }
     }
-    a->kept[a->nkept++] = p;
+    serverPanic("migKeep: %p is in no received block", p);
+    return 0;
+}
+
+/* Whether an allocation of the received blocks is owned by an adopted
+ * key; block is its index in the map. */
+static int migOwned(migAdopted *a, migBlockMap *map, size_t block, void *p) {
+    size_t g = (size_t)((char *)p - map[block].local) / 16;
+    return (a->owned[block][g >> 6] >> (g & 63)) & 1;
 }
 
 /* A live allocation of the slot at donor address addr, at least min bytes:
@@ -396,24 +427,25 @@ static size_t migSdsHdrSize(int type) {
 }
 
 /* A whole allocation holding one sds, at donor address addr (the sds
- * pointer, past its header). Returns the local sds or NULL. */
+ * pointer, past its header). Returns the local sds or NULL. The flags byte
+ * before the pointer names the header type; the header must lie in the
+ * same block and start a live allocation of the slot. */
 static sds migSds(migPatchCtx *ctx, uint64_t addr) {
-    char *s = migTr(ctx, addr);
+    migBlockMap *b = migBlockOf(ctx, addr);
+    size_t off, hdr, usable, len, alloc;
+    int type;
+    sds s;
 
-    if (!s) return NULL;
-    for (int type = SDS_TYPE_5; type <= SDS_TYPE_64; type++) {
-        size_t hdr = migSdsHdrSize(type), usable, len, alloc;
-        char *start = s - hdr;
-
-        if ((usable = slotAllocLiveSize(ctx->slot, start)) == 0) continue;
-        if ((((unsigned char)s[-1]) & SDS_TYPE_MASK) != type) continue;
-        len = sdslen(s);
-        alloc = type == SDS_TYPE_5 ? len : sdsalloc(s);
-        if (len > alloc || hdr + alloc + 1 > usable || s[len] != '\0') return NULL;
-        migKeep(ctx, start);
-        return s;
-    }
-    return NULL;
+    if (!b || (off = addr - b->donor) == 0) return NULL;
+    s = b->local + off;
+    type = ((unsigned char)s[-1]) & SDS_TYPE_MASK;
+    if ((hdr = migSdsHdrSize(type)) == 0 || hdr > off ||
+        (usable = slotAllocLiveSize(ctx->slot, s - hdr)) == 0) return NULL;
+    len = sdslen(s);
+    alloc = type == SDS_TYPE_5 ? len : sdsalloc(s);
+    if (len > alloc || hdr + alloc + 1 > usable || s[len] != '\0') return NULL;
+    migKeep(ctx, s - hdr);
+    return s;
 }
 
 /* A quicklist: its struct, every node, every node's listpack or LZF data.
@@ -557,57 +589,91 @@ static robj *migObject(migPatchCtx *ctx, uint64_t addr) {
     return o;
 }
 
-/* MIG_PATH_DICT: check the list at donor address addr and every string it
- * names, and build a new hash table (this process's seed) around them.
- * Returns the value (a new robj, in the heap; slot compaction moves it
- * into the slot's blocks later) or NULL with ctx->why set. */
+/* MIG_PATH_DICT: the hash table whose robj is at donor address addr, with
+ * count elements. Everything is taken as it is (robj, dict, table, entries,
+ * strings), each checked; the buckets are refilled with this process's
+ * hash seed, and a field seen twice is refused. Returns the local robj or
+ * NULL with ctx->why set. */
 static robj *migDictValue(migPatchCtx *ctx, uint64_t addr, uint64_t count) {
     size_t usable;
-    migDictList *l = (migDictList *)migAlloc(ctx, addr, sizeof(migDictList), &usable);
-    robj *o;
+    robj *o = (robj *)migAlloc(ctx, addr, sizeof(robj), NULL);
+    dictEntry **table, *list = NULL;
+    unsigned long size, n = 0;
     dict *d;
 
-    if (!l) migBad(ctx, "list pointer outside the received blocks");
-    if ((l->type != OBJ_HASH && l->type != OBJ_SET) || l->count != count ||
-        count == 0 || count > (usable - sizeof(*l)) / (2 * sizeof(uint64_t)))
-        migBad(ctx, "bad list header");
-    uint64_t *pairs = (uint64_t *)(l + 1);
-    d = dictCreate(l->type == OBJ_HASH ? &hashDictType : &setDictType);
-    if (dictTryExpand(d, count) != DICT_OK) {
-        dictRelease(d);
-        migBad(ctx, "too many elements");
-    }
-    for (uint64_t i = 0; i < count; i++) {
-        sds f = migSds(ctx, pairs[2 * i]), v = NULL;
-        if (f && l->type == OBJ_HASH) v = migSds(ctx, pairs[2 * i + 1]);
-        else if (f && pairs[2 * i + 1] != 0) f = NULL;
-        if (!f || (l->type == OBJ_HASH && !v)) {
-            /* Not added yet: the table must not free what it does not own. */
-            d->type = &migSeenDictType;
-            dictRelease(d);
-            migBad(ctx, "bad field or value string");
+    if (!o) migBad(ctx, "robj is not an allocation of the slot");
+    if (o->refcount != 1 || o->encoding != OBJ_ENCODING_HT ||
+        (o->type != OBJ_HASH && o->type != OBJ_SET))
+        migBad(ctx, "bad hash table robj");
+    if (!migKeep(ctx, o)) migBad(ctx, "robj owned twice");
+    if ((d = (dict *)migAlloc(ctx, (uintptr_t)o->ptr, sizeof(dict), NULL)) == NULL)
+        migBad(ctx, "dict is not an allocation of the slot");
+    if (!migKeep(ctx, d)) migBad(ctx, "dict owned twice");
+    o->ptr = d;
+    /* The donor finishes any rehash before it ships a table. */
+    if (d->rehashidx != -1 || d->ht_table[1] != NULL || d->ht_used[1] != 0 ||
+        d->ht_size_exp[0] < 0 || d->ht_size_exp[0] > 40 || d->ht_used[0] != count ||
+        count == 0) migBad(ctx, "bad dict header");
+    size = DICTHT_SIZE(d->ht_size_exp[0]);
+    table = (dictEntry **)migAlloc(ctx, (uintptr_t)d->ht_table[0], sizeof(dictEntry *), &usable);
+    if (!table || usable / sizeof(dictEntry *) < size)
+        migBad(ctx, "dict table is not an allocation of the slot");
+    if (!migKeep(ctx, table)) migBad(ctx, "dict table owned twice");
+    /* Every entry of every chain, at most count of them, none twice (no
+     * cycle), collected on a list through their next pointers. */
+    for (unsigned long b = 0; b < size; b++) {
+        uint64_t next = (uintptr_t)table[b];
+        while (next) {
+            dictEntry *de = (dictEntry *)migAlloc(ctx, next, sizeof(dictEntry), NULL);
+            sds f, v = NULL;
+
+            if (!de) migBad(ctx, "dict entry is not an allocation of the slot");
+            if (++n > count) migBad(ctx, "more entries than the dict holds");
+            if (!migKeep(ctx, de)) migBad(ctx, "dict entry owned twice");
+            next = (uintptr_t)de->next;
+            if ((f = migSds(ctx, (uintptr_t)de->key)) == NULL)
+                migBad(ctx, "bad field string");
+            if (o->type == OBJ_HASH && (v = migSds(ctx, (uintptr_t)de->v.val)) == NULL)
+                migBad(ctx, "bad value string");
+            if (o->type == OBJ_SET && de->v.val != NULL) migBad(ctx, "set entry with a value");
+            de->key = f;
+            de->v.val = v;
+            de->next = list;
+            list = de;
         }
-        if (dictAdd(d, f, v) != DICT_OK) {
-            d->type = &migSeenDictType;
-            dictRelease(d);
+    }
+    if (n != count) migBad(ctx, "fewer entries than the dict holds");
+    /* Refill the buckets (this process's seed). */
+    d->type = o->type == OBJ_HASH ? &hashDictType : &setDictType;
+    d->ht_table[0] = table;
+    d->ht_size_exp[1] = -1;
+    d->pauserehash = 0;
+    memset(table, 0, size * sizeof(dictEntry *));
+    while (list) {
+        dictEntry *de = list, *e;
+        unsigned long idx = dictHashKey(d, de->key) & DICTHT_SIZE_MASK(d->ht_size_exp[0]);
+
+        list = de->next;
+        for (e = table[idx]; e; e = e->next)
+            if (dictCompareKeys(d, e->key, de->key)) break;
+        if (e) {
+            /* The table is half built: leave the robj out of reach. */
             migBad(ctx, "a field appears twice");
         }
+        de->next = table[idx];
+        table[idx] = de;
     }
-    /* The table owns its strings from now on; if the slot is dropped
-     * later the caller must not free them twice: they are the blocks'. */
-    o = createObject(l->type, d);
-    o->encoding = OBJ_ENCODING_HT;
     return o;
-}
-
-static int migPtrCmp(const void *a, const void *b) {
-    uintptr_t x = (uintptr_t)*(void * const *)a, y = (uintptr_t)*(void * const *)b;
-    return x < y ? -1 : x > y;
 }
 
 static int migMapCmp(const void *a, const void *b) {
     const migBlockMap *x = a, *y = b;
     return x->donor < y->donor ? -1 : x->donor > y->donor;
+}
+
+static int migLocalCmp(const void *a, const void *b) {
+    const migLocalIdx *x = a, *y = b;
+    return x->local < y->local ? -1 : x->local > y->local;
 }
 
 /* Check and rebuild every key of a received slot (see the top of the
@@ -620,7 +686,7 @@ static int migMapCmp(const void *a, const void *b) {
  * the main thread serves clients. */
 int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                  size_t nkeys, migAdopted *out, sds *err) {
-    migPatchCtx ctx = {slot, map, nmap, out, err, "?"};
+    migPatchCtx ctx = {slot, map, nmap, NULL, out, err, "?"};
     migManifestHeader *h;
     migKeyRec *rec;
     size_t usable;
@@ -636,11 +702,23 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
             return C_ERR;
         }
     }
+    /* Ownership bitmaps, one bit per 16-byte granule of each block. */
+    out->owned = zcalloc(sizeof(uint64_t *) * (nmap ? nmap : 1));
+    out->nowned = nmap;
+    ctx.bylocal = zmalloc(sizeof(migLocalIdx) * (nmap ? nmap : 1));
+    for (size_t i = 0; i < nmap; i++) {
+        out->owned[i] = zcalloc((map[i].size / 16 + 63) / 64 * sizeof(uint64_t));
+        ctx.bylocal[i].local = map[i].local;
+        ctx.bylocal[i].size = map[i].size;
+        ctx.bylocal[i].block = i;
+    }
+    qsort(ctx.bylocal, nmap, sizeof(migLocalIdx), migLocalCmp);
     h = (migManifestHeader *)migAlloc(&ctx, manifest, sizeof(*h), &usable);
     if (!h || h->magic != MIG_MANIFEST_MAGIC || h->version != MIG_MANIFEST_VERSION ||
         h->slot != slot || h->nkeys != nkeys ||
         nkeys > (usable - sizeof(*h)) / sizeof(migKeyRec)) {
         *err = sdscatprintf(sdsempty(), "bad manifest for slot %d", slot);
+        zfree(ctx.bylocal);
         return C_ERR;
     }
     rec = (migKeyRec *)(h + 1);
@@ -722,16 +800,13 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
         out->nkeys = i + 1;
     }
     dictRelease(seen);
+    zfree(ctx.bylocal);
     if (*err) return C_ERR;
     /* No allocation may belong to two keys (one free would corrupt the
-     * other); sorted, the set of kept allocations is also what the sweep
-     * searches. */
-    qsort(out->kept, out->nkept, sizeof(void *), migPtrCmp);
-    for (size_t i = 1; i < out->nkept; i++) {
-        if (out->kept[i] == out->kept[i - 1]) {
-            *err = sdsnew("an allocation is owned by two keys");
-            return C_ERR;
-        }
+     * other). */
+    if (out->owned_twice) {
+        *err = sdsnew("an allocation is owned by two keys");
+        return C_ERR;
     }
     return C_OK;
 }
@@ -769,17 +844,17 @@ size_t migLinkAdopted(migAdopted *a, size_t max) {
     while (a->linked < a->nkeys && n < max) {
         size_t i = a->linked++;
         migAdoptedKey *k = &a->keys[i];
-        dictEntry *de;
+        dictEntry *de, *existing;
         robj keyobj;
 
         initStaticStringObject(keyobj, k->key);
-        if (dictFind(db->dict, k->key)) {
+        if ((de = dictAddRaw(db->dict, k->key, &existing)) == NULL) {
             serverLog(LL_WARNING, "Slot migration: key '%s' existed here "
                 "already (written with ASKING?): replaced by the donor's copy",
                 k->key);
             dbSyncDelete(db, &keyobj);
+            de = dictAddRaw(db->dict, k->key, NULL);
         }
-        de = dictAddRaw(db->dict, k->key, NULL);
         serverAssert(de != NULL);
         dictSetVal(db->dict, de, k->val);
         if (server.cluster_enabled) slotToKeyAddEntry(de, db);
@@ -822,7 +897,7 @@ size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap) {
             allocs = zrealloc(allocs, cap * sizeof(void *));
         }
         for (size_t i = 0; i < n; i++) {
-            if (bsearch(&allocs[i], a->kept, a->nkept, sizeof(void *), migPtrCmp)) continue;
+            if (migOwned(a, map, b, allocs[i])) continue;
             zfree(allocs[i]);
             freed++;
         }
@@ -843,7 +918,8 @@ void migAdoptedFree(migAdopted *a) {
         for (size_t i = 0; i < a->nkeys; i++) sdsfree(a->payloads[i]);
     zfree(a->payloads);
     zfree(a->keys);
-    zfree(a->kept);
+    for (size_t i = 0; i < a->nowned; i++) zfree(a->owned[i]);
+    zfree(a->owned);
     memset(a, 0, sizeof(*a));
 }
 

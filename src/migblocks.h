@@ -31,8 +31,9 @@ struct client;
 #define MIG_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
 #define MIG_PATH_DUMP 2         /* A DUMP payload in the blocks. */
 #define MIG_PATH_INT 3          /* A shared integer: the value itself. */
-#define MIG_PATH_DICT 4         /* A hash table (hash, set): its strings as
-                                 * they are, the table rebuilt there. */
+#define MIG_PATH_DICT 4         /* A hash table (hash, set): the robj, the
+                                 * dict, its table, entries and strings as
+                                 * they are; the buckets refilled there. */
 
 /* The donor's manifest of one slot, in the slot's blocks. */
 typedef struct migManifest {
@@ -71,8 +72,12 @@ typedef struct migAdopted {
     int slot;
     migAdoptedKey *keys;
     size_t nkeys, linked;
-    void **kept;                /* Every allocation adopted keys own. */
-    size_t nkept, kept_cap;
+    /* Every allocation adopted keys own: per received block (in the order
+     * of the map given to migPatchSlot), one bit per 16-byte granule, set
+     * at the allocation's first byte. */
+    uint64_t **owned;
+    size_t nowned;
+    int owned_twice;            /* An allocation was claimed twice. */
     size_t keys_zero_copy, keys_serialized, keys_rebuilt;
     sds *payloads;              /* migSerializeAdopted(), or NULL. */
 } migAdopted;
