@@ -135,6 +135,10 @@ typedef struct migSlot {
     int adopted;                    /* Recipient: blocks adopted. */
     migAdopted keys;                /* Recipient: patched keys. */
     int has_keys;
+    /* Donor, delete: every key lies in the slot's blocks (no DUMP record
+     * in its manifest), so keys are unlinked without freeing anything and
+     * the blocks go wholesale (unlinked: that has begun). */
+    int bulk, unlinked;
 } migSlot;
 
 typedef struct migSession {
@@ -174,6 +178,8 @@ typedef struct migSession {
     migMainFn *job;                 /* Main thread job the thread waits on. */
     int job_result, job_done;
     int stage, cursor;              /* Progress of the current job. */
+    int delete_stage;               /* See migDonorDeleteSlice. */
+    int *lazyfree_barrier;          /* Delete: set by the lazyfree thread. */
     long long stage_start_ms;
     int handed_over;
     /* Recipient. */
@@ -447,7 +453,7 @@ static int migRunOnMain(migSession *s, migMainFn *fn) {
     pthread_mutex_lock(&s->lock);
     s->job = fn;
     s->job_done = 0;
-    s->stage = s->cursor = 0;
+    s->stage = s->cursor = s->delete_stage = 0;
     while (!s->job_done) pthread_cond_wait(&s->cond, &s->lock);
     r = s->job_result;
     pthread_mutex_unlock(&s->lock);
@@ -511,6 +517,38 @@ static void migDeleteKey(redisDb *db, sds key, int lazy) {
     propagatePendingCommands();
     decrRefCount(keyobj);
     server.dirty++;
+}
+
+/* Delete of a slot whose every allocation lies in its blocks (migSlot.bulk):
+ * unlink the key from the keyspace and tell replicas and the AOF, as
+ * migDeleteKey does, but free nothing in the blocks: the keyspace's
+ * dictEntry (general heap) is the only free. Once all keys of the slot are
+ * unlinked and no lazy free can still reach them, the blocks are released
+ * at once (slotCompactReleaseSlot): O(keys) pointer work plus O(blocks),
+ * instead of a free per allocation. */
+static void migUnlinkKeyInBlocks(redisDb *db, dictEntry *de) {
+    sds key = dictGetKey(de);
+    robj *keyobj = createStringObject(key, sdslen(key));
+    dictEntry *unlinked;
+
+    if (dictSize(db->expires) > 0) dictDelete(db->expires, key);
+    unlinked = dictUnlink(db->dict, key);
+    serverAssert(unlinked == de);
+    if (server.cluster_enabled) slotToKeyDelEntry(de, db);
+    de->key = NULL;
+    de->v.val = NULL;
+    dictFreeUnlinkedEntry(db->dict, de);
+    signalModifiedKey(NULL, db, keyobj);
+    propagateDeletion(db, keyobj, server.lazyfree_lazy_server_del);
+    propagatePendingCommands();
+    decrRefCount(keyobj);
+    server.dirty++;
+}
+
+/* A lazyfree job that frees nothing: the lazyfree thread runs jobs in
+ * order, so when it sets the flag, every object queued before it is freed. */
+static void migLazyfreeBarrier(void *args[]) {
+    atomicSet(*(int *)args[0], 1);
 }
 
 static void migUnpinAll(migSession *s) {
@@ -666,47 +704,98 @@ static int migDonorHandoverSlice(migSession *s) {
 
 /* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
  * its replicas and AOF, and each slot's manifest once its keys are gone.
- * Emptied blocks return to the OS as whole blocks. A donor that gave away
- * its last slot turns into a replica of the recipient (as with SETSLOT),
- * whose full sync replaces the whole dataset: then there is nothing left
- * to delete, and deleting would hit the keys the sync brings. */
+ * Slots whose every key lies in their blocks (no DUMP record) are unlinked
+ * without freeing (migUnlinkKeyInBlocks); once the lazyfree thread has
+ * freed everything queued before that ended (a barrier job: an expire or
+ * eviction after the thaw may have queued an object of those slots), their
+ * blocks are released wholesale. The other slots' keys are deleted one by
+ * one, and their emptied blocks return to the OS as whole blocks.
+ * Stages: 0 unlink or delete keys, 1 wait for the barrier, 2 release.
+ * A donor that gave away its last slot turns into a replica of the
+ * recipient (as with SETSLOT), whose full sync replaces the whole dataset:
+ * then it deletes nothing more (deleting would hit the keys the sync
+ * brings), but still releases the slots it had unlinked. */
 static int migDonorDeleteSlice(migSession *s) {
     redisDb *db = &server.db[0];
     monotime start;
     mstime_t lat;
-    int n = 0, prev_core;
+    int n = 0, prev_core, more = 1;
 
-    if (server.masterhost) {
-        serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
-                  "its full sync replaces the keys left to delete");
-        migDonorFreeManifests(s);
-        migUnpinAll(s);
-        return 0;
-    }
     elapsedStart(&start);
     latencyStartMonitor(lat);
-    prev_core = migPropagateBegin();
-    while (s->cursor < CLUSTER_SLOTS) {
-        int slot = s->cursor;
-        dictEntry *de;
-        if (!migSlotIsSet(s->bitmap, slot) ||
-            (de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
-            /* The slot is empty: its manifest goes too (s->slots is in
-             * slot order; stage counts how many are done). */
-            while (s->stage < s->nmig && s->slots[s->stage].slot <= slot)
-                migSlotFreeManifest(&s->slots[s->stage++]);
-            slotCompactPin(slot, 0);
-            s->cursor++;
-            if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
-            continue;
-        }
-        migDeleteKey(db, dictGetKey(de), server.lazyfree_lazy_server_del);
-        if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+    if (s->delete_stage == 0 && server.masterhost) {
+        serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
+                  "its full sync replaces the keys left to delete");
+        s->delete_stage = 1;
     }
-    migPropagateEnd(prev_core);
+    if (s->delete_stage == 0) {
+        /* s->cursor walks the slots, s->stage the s->slots entries (in
+         * slot order; slots without an entry had no keys). */
+        prev_core = migPropagateBegin();
+        while (s->cursor < CLUSTER_SLOTS) {
+            int slot = s->cursor;
+            migSlot *ms = NULL;
+            dictEntry *de;
+
+            if (!migSlotIsSet(s->bitmap, slot)) {
+                s->cursor++;
+                continue;
+            }
+            while (s->stage < s->nmig && s->slots[s->stage].slot < slot) s->stage++;
+            if (s->stage < s->nmig && s->slots[s->stage].slot == slot) ms = &s->slots[s->stage];
+            if (ms && !ms->unlinked) {
+                ms->unlinked = 1;
+                ms->bulk = ms->has_manifest && ms->manifest.keys_serialized == 0 &&
+                           ms->manifest.nkeys == countKeysInSlot(slot);
+            }
+            if ((de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
+                if (ms && ms->bulk) ms->has_manifest = 0;   /* In the blocks. */
+                else if (ms) migSlotFreeManifest(ms);
+                s->cursor++;
+                if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+                continue;
+            }
+            if (ms && ms->bulk) migUnlinkKeyInBlocks(db, de);
+            else migDeleteKey(db, dictGetKey(de), server.lazyfree_lazy_server_del);
+            if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+        }
+        migPropagateEnd(prev_core);
+        if (s->cursor == CLUSTER_SLOTS) s->delete_stage = 1;
+    }
+    if (s->delete_stage == 1) {
+        int done;
+        if (s->lazyfree_barrier == NULL) {
+            s->lazyfree_barrier = zcalloc(sizeof(int));
+            bioCreateLazyFreeJob(migLazyfreeBarrier, 1, s->lazyfree_barrier);
+        }
+        atomicGet(*s->lazyfree_barrier, done);
+        if (done) {
+            zfree(s->lazyfree_barrier);
+            s->lazyfree_barrier = NULL;
+            s->delete_stage = 2;
+            s->stage = 0;
+        }
+    }
+    if (s->delete_stage == 2) {
+        while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
+            migSlot *ms = &s->slots[s->stage++];
+            if (!ms->bulk) continue;
+            if ((*db->slots_to_keys).by_slot[ms->slot].head == NULL)
+                slotCompactReleaseSlot(ms->slot);
+            else
+                serverLog(LL_WARNING, "Slot migration: slot %d has keys again "
+                          "(this node became a replica during the delete); "
+                          "its blocks stay", ms->slot);
+        }
+        if (s->stage == s->nmig) {
+            migDonorFreeManifests(s);   /* Those a replica left. */
+            migUnpinAll(s);
+            more = 0;
+        }
+    }
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-delete-slice", lat);
-    return s->cursor < CLUSTER_SLOTS ? 1 : 0;
+    return more;
 }
 
 /* Whether this node's view says the recipient owns every slot (its claim
@@ -1470,9 +1559,8 @@ static int migRecipientTick(migSession *s) {
         if (s->link_cursor < s->nmig) return 1;
         s->linked_all = 1;
         for (int i = 0; i < s->nmig; i++) {
-            /* DUMP-path values and rebuilt tables are in the heap:
-             * relocate them. */
-            if (s->slots[i].keys.keys_serialized || s->slots[i].keys.keys_rebuilt)
+            /* DUMP-path values are in the heap: relocate them. */
+            if (s->slots[i].keys.keys_serialized)
                 slotCompactRequest(s->slots[i].slot);
         }
         if (s->done_client) {

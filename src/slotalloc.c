@@ -1388,11 +1388,13 @@ void slotAllocReleaseBlock(void *addr) {
  * to the OS. Every pointer into the slot becomes invalid: the caller makes
  * sure no thread still frees or reads any (e.g. no pending lazyfree job
  * holds objects of this slot). */
-void slotAllocReleaseSlot(int slot) {
+size_t slotAllocReleaseSlot(int slot) {
     saArena *a;
+    size_t used;
 
-    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return;
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return 0;
     pthread_mutex_lock(&a->lock);
+    used = a->used_bytes;
     while (a->blocks) saArenaReleaseBlock(a, a->blocks);
     while (a->detached) {
         saBlock *b = a->detached;
@@ -1401,6 +1403,7 @@ void slotAllocReleaseSlot(int slot) {
     }
     a->ndetached = a->detached_bytes = 0;
     pthread_mutex_unlock(&a->lock);
+    return used;
 }
 
 /* Release every slot's cached empty block. Returns the bytes released. */

@@ -118,7 +118,9 @@ void *slotAllocBlockOf(const void *p);
  *
  * ReleaseBlock drops one detached block (a failed migration). ReleaseSlot
  * drops every block of the slot, active and detached, at once: all its
- * pointers become invalid, so no other thread may still free them. */
+ * pointers become invalid, so no other thread may still free them. It
+ * returns the usable bytes of the live allocations of the active blocks
+ * (what a caller counting them as allocated must uncount). */
 size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max);
 int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void **addrs);
 int slotAllocAdoptBlock(int slot, void *addr);
@@ -134,7 +136,7 @@ typedef struct slotAllocRangeInfo {
 } slotAllocRangeInfo;
 size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max);
 void slotAllocReleaseBlock(void *addr);
-void slotAllocReleaseSlot(int slot);
+size_t slotAllocReleaseSlot(int slot);
 
 /* Housekeeping and stats.
  *

@@ -376,6 +376,21 @@ int slotCompactValueInSlot(robj *o, int slot) {
     }
 }
 
+/* Drop every block of a slot at once (slotAllocReleaseSlot), for a slot a
+ * migration gave away after unlinking its keys without freeing them one by
+ * one: used_memory forgets the live allocations the blocks held, and a
+ * drain in progress in them is forgotten too. The caller guarantees that
+ * nothing still points into the blocks, on any thread (no pending lazy
+ * free of the slot's objects). Returns the bytes released. */
+size_t slotCompactReleaseSlot(int slot) {
+    size_t used = slotAllocReleaseSlot(slot);
+
+    zmalloc_foreign_released(used);
+    for (int j = 0; j < sc.ndraining; j++)
+        if (sc.draining[j].slot == slot) sc.draining[j--] = sc.draining[--sc.ndraining];
+    return used;
+}
+
 #ifdef HAVE_DEFRAG
 /* Defrag's traversal (defrag.c): defragKey() visits every allocation a key
  * owns and asks activeDefragAlloc() where each goes; defragLaterItem()

@@ -47,6 +47,8 @@ int slotCompactKeyNow(struct dictEntry *de);
 size_t slotCompactQueuedKeys(void);
 /* A value and its flat payload are in the slot's blocks. */
 int slotCompactValueInSlot(struct redisObject *o, int slot);
+/* Drop a slot's blocks wholesale, accounting used_memory. */
+size_t slotCompactReleaseSlot(int slot);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);
