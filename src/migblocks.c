@@ -1008,14 +1008,14 @@ void migReplantDebugCommand(client *c) {
     migFreeManifest(&m);
     for (size_t i = 0; i < nb; i++) {
         if (migAdoptBlock((int)slot, addrs[i]) == -1) {
-            slotAllocReleaseSlot((int)slot);
+            slotCompactReleaseSlot((int)slot);
             addReplyErrorFormat(c, "block %zu of slot %lld was rejected", i, slot);
             goto done;
         }
     }
     if (migPatchSlot((int)slot, map, nb, manifest, keys, &a, &err) == C_ERR) {
         migAdoptedFree(&a);
-        slotAllocReleaseSlot((int)slot);
+        slotCompactReleaseSlot((int)slot);
         addReplyErrorFormat(c, "slot %lld: %s", slot, err);
         sdsfree(err);
         goto done;
