@@ -137,7 +137,8 @@ typedef struct migSlot {
     int has_keys;
     /* Donor, delete: every key lies in the slot's blocks (no DUMP record
      * in its manifest), so keys are unlinked without freeing anything and
-     * the blocks go wholesale (unlinked: that has begun). */
+     * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
+     * every key (only then may the blocks go). */
     int bulk, unlinked;
 } migSlot;
 
@@ -749,6 +750,7 @@ static int migDonorDeleteSlice(migSession *s) {
                            ms->manifest.nkeys == countKeysInSlot(slot);
             }
             if ((de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
+                if (ms) ms->unlinked = 2;
                 if (ms && ms->bulk) ms->has_manifest = 0;   /* In the blocks. */
                 else if (ms) migSlotFreeManifest(ms);
                 s->cursor++;
@@ -780,12 +782,13 @@ static int migDonorDeleteSlice(migSession *s) {
         while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->stage++];
             if (!ms->bulk) continue;
-            if ((*db->slots_to_keys).by_slot[ms->slot].head == NULL)
-                slotCompactReleaseSlot(ms->slot);
-            else
-                serverLog(LL_WARNING, "Slot migration: slot %d has keys again "
-                          "(this node became a replica during the delete); "
-                          "its blocks stay", ms->slot);
+            /* A slot left half unlinked (this node became a replica) keeps
+             * its blocks: the full sync may free its other keys on the
+             * lazyfree thread at any time. */
+            if (ms->unlinked == 2) slotCompactReleaseSlot(ms->slot);
+            else serverLog(LL_WARNING, "Slot migration: slot %d was left half "
+                           "deleted (this node became a replica); its blocks "
+                           "stay", ms->slot);
         }
         if (s->stage == s->nmig) {
             migDonorFreeManifests(s);   /* Those a replica left. */
