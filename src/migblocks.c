@@ -16,7 +16,8 @@
  * being rehashed is finished first). The others (skiplists, streams,
  * module values) travel as a DUMP payload that the donor writes into the
  * slot's blocks too (MIG_PATH_DUMP); small shared integers, which live
- * outside the blocks, travel as their value (MIG_PATH_INT). The manifest is itself one allocation in the blocks.
+ * outside the blocks, travel as their value (MIG_PATH_INT). The manifest
+ * is itself one allocation in the blocks.
  *
  * Recipient: migPatchSlot() trusts nothing it reads. Every donor address
  * must fall inside a received block (migTr) and be the start of a live
@@ -149,6 +150,18 @@ static int migDictInSlot(robj *o, int slot) {
     return 1;
 }
 
+/* Whether o can travel as it is: *zero_copy for a flat value, *table for a
+ * hash table, when they lie in the slot's blocks. Returns 0 if o could
+ * travel so but does not lie in the blocks (slot compaction can fix it), 1
+ * otherwise. */
+static int migTravelsAsIs(robj *o, int slot, int *zero_copy, int *table) {
+    *zero_copy = *table = 0;
+    if (o->refcount == 1 && migFlatEncoding(o))
+        return *zero_copy = migZeroCopyable(o, slot);
+    if (migHashTable(o)) return *table = migDictInSlot(o, slot);
+    return 1;
+}
+
 /* Write the DUMP payload of a value into the slot's blocks. */
 static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
     rio payload;
@@ -222,17 +235,13 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
         /* A straggler background compaction has not visited: move it now
          * (once), so its key is in the blocks and a flat value or a hash
          * table travels without serialization. */
-        int zero_copy = 0, table = 0;
-        if (o->refcount == 1 && migFlatEncoding(o)) zero_copy = migZeroCopyable(o, slot);
-        else if (migHashTable(o)) table = migDictInSlot(o, slot);
+        int zero_copy, table;
         if (slotAllocSlotOf(sdsAllocPtr(key)) != slot ||
-            (o->refcount == 1 && migFlatEncoding(o) && !zero_copy) ||
-            (migHashTable(o) && !table)) {
+            migTravelsAsIs(o, slot, &zero_copy, &table) == 0) {
             slotCompactKeyNow(de);
             key = dictGetKey(de);
             o = dictGetVal(de);
-            if (o->refcount == 1 && migFlatEncoding(o)) zero_copy = migZeroCopyable(o, slot);
-            else if (migHashTable(o)) table = migDictInSlot(o, slot);
+            migTravelsAsIs(o, slot, &zero_copy, &table);
         }
         memset(r, 0, sizeof(*r));
         r->key = (uintptr_t)key;
