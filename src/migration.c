@@ -505,42 +505,41 @@ static void migPropagateEnd(int prev) {
     server.propagate_no_multi = 0;
 }
 
+/* How migDeleteKey() lets go of a key's memory. MIG_DEL_IN_BLOCKS: the
+ * key's slot lies wholly in its blocks (migSlot.bulk); nothing is freed
+ * but the keyspace's dictEntry (general heap), and once every key of the
+ * slot is unlinked and no lazy free can still reach them, the blocks are
+ * released at once (slotCompactReleaseSlot): O(keys) pointer work plus
+ * O(blocks), instead of a free per allocation. */
+enum { MIG_DEL_SYNC, MIG_DEL_LAZY, MIG_DEL_IN_BLOCKS };
+
 /* Delete one key of a slot this node lets go of (the donor after the
  * handover, a recipient dropping a failed import), and tell its replicas
- * and AOF: UNLINK when lazy, else DEL. */
-static void migDeleteKey(redisDb *db, sds key, int lazy) {
-    robj *keyobj = createStringObject(key, sdslen(key));
-
-    if (lazy) dbAsyncDelete(db, keyobj);
-    else dbSyncDelete(db, keyobj);
-    signalModifiedKey(NULL, db, keyobj);
-    propagateDeletion(db, keyobj, lazy);
-    propagatePendingCommands();
-    decrRefCount(keyobj);
-    server.dirty++;
-}
-
-/* Delete of a slot whose every allocation lies in its blocks (migSlot.bulk):
- * unlink the key from the keyspace and tell replicas and the AOF, as
- * migDeleteKey does, but free nothing in the blocks: the keyspace's
- * dictEntry (general heap) is the only free. Once all keys of the slot are
- * unlinked and no lazy free can still reach them, the blocks are released
- * at once (slotCompactReleaseSlot): O(keys) pointer work plus O(blocks),
- * instead of a free per allocation. */
-static void migUnlinkKeyInBlocks(redisDb *db, dictEntry *de) {
+ * and AOF: UNLINK when the delete is lazy (for MIG_DEL_IN_BLOCKS, when
+ * lazyfree-lazy-server-del says so), else DEL. */
+static void migDeleteKey(redisDb *db, dictEntry *de, int how) {
     sds key = dictGetKey(de);
     robj *keyobj = createStringObject(key, sdslen(key));
-    dictEntry *unlinked;
+    int lazy = how == MIG_DEL_LAZY;
 
-    if (dictSize(db->expires) > 0) dictDelete(db->expires, key);
-    unlinked = dictUnlink(db->dict, key);
-    serverAssert(unlinked == de);
-    if (server.cluster_enabled) slotToKeyDelEntry(de, db);
-    de->key = NULL;
-    de->v.val = NULL;
-    dictFreeUnlinkedEntry(db->dict, de);
+    if (how == MIG_DEL_IN_BLOCKS) {
+        dictEntry *unlinked;
+
+        if (dictSize(db->expires) > 0) dictDelete(db->expires, key);
+        unlinked = dictUnlink(db->dict, key);
+        serverAssert(unlinked == de);
+        if (server.cluster_enabled) slotToKeyDelEntry(de, db);
+        de->key = NULL;
+        de->v.val = NULL;
+        dictFreeUnlinkedEntry(db->dict, de);
+        lazy = server.lazyfree_lazy_server_del;
+    } else if (lazy) {
+        dbAsyncDelete(db, keyobj);
+    } else {
+        dbSyncDelete(db, keyobj);
+    }
     signalModifiedKey(NULL, db, keyobj);
-    propagateDeletion(db, keyobj, server.lazyfree_lazy_server_del);
+    propagateDeletion(db, keyobj, lazy);
     propagatePendingCommands();
     decrRefCount(keyobj);
     server.dirty++;
@@ -706,7 +705,7 @@ static int migDonorHandoverSlice(migSession *s) {
 /* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
  * its replicas and AOF, and each slot's manifest once its keys are gone.
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
- * without freeing (migUnlinkKeyInBlocks); once the lazyfree thread has
+ * without freeing (MIG_DEL_IN_BLOCKS); once the lazyfree thread has
  * freed everything queued before that ended (a barrier job: an expire or
  * eviction after the thaw may have queued an object of those slots), their
  * blocks are released wholesale. The other slots' keys are deleted one by
@@ -757,8 +756,8 @@ static int migDonorDeleteSlice(migSession *s) {
                 if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
                 continue;
             }
-            if (ms && ms->bulk) migUnlinkKeyInBlocks(db, de);
-            else migDeleteKey(db, dictGetKey(de), server.lazyfree_lazy_server_del);
+            migDeleteKey(db, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS :
+                         server.lazyfree_lazy_server_del ? MIG_DEL_LAZY : MIG_DEL_SYNC);
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
         migPropagateEnd(prev_core);
@@ -1424,7 +1423,7 @@ static void migRecipientRollback(migSession *s) {
             continue;
         /* Synchronously: the blocks' leftovers are freed below. */
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
-            migDeleteKey(db, dictGetKey(de), 0);
+            migDeleteKey(db, de, MIG_DEL_SYNC);
             dropped++;
         }
     }
