@@ -163,8 +163,9 @@ done
 # keeps only the tail) still shows them.
 for s in $suites; do
     [ -f "$logs/$s.log" ] || continue
-    grep -A3 -E '^\[(err|exception)\]:|FAILED:' "$logs/$s.log" | head -40 |
-        sed "s/^/run-tests: $s: failed: /"
+    grep -qE '^\[(err|exception)\]:|FAILED:' "$logs/$s.log" || continue
+    echo "run-tests: $s: failed tests, each with the 3 lines after it:"
+    grep -A3 -E '^\[(err|exception)\]:|FAILED:' "$logs/$s.log" | head -40 | sed 's/^/    /'
 done
 echo "run-tests: suites [$suites] took $(( $(date +%s) - start )) s; logs in build/test-logs/"
 echo "$total_pass passed, $total_fail failed"

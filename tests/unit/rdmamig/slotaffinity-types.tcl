@@ -494,7 +494,6 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         st_assert_in_blocks 0 [dict keys $slots]
         # What is left in blocks is what the surviving keys own.
         assert {[st_info 0 slotalloc_used_bytes] < $maxmemory}
-        r config set maxmemory 0
         r flushall
         wait_for_condition 100 50 {
             [st_info 0 slotalloc_live_allocs] == 0
