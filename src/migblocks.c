@@ -733,6 +733,7 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
     rec = (migKeyRec *)(h + 1);
     out->keys = zcalloc(sizeof(migAdoptedKey) * (nkeys ? nkeys : 1));
     seen = dictCreate(&migSeenDictType);
+    dictExpand(seen, nkeys);    /* Sized once: no rehash while it fills. */
     for (size_t i = 0; i < nkeys; i++) {
         migKeyRec r = rec[i];   /* Nothing else writes the blocks meanwhile. */
         migAdoptedKey *k = &out->keys[i];

@@ -1547,6 +1547,11 @@ static int migRecipientTick(migSession *s) {
             s->thread_started = 0;
             migRecipientCloseTransport(s);
             migSetPhase(s, MIG_PHASE_LINK);
+            /* The keyspace grows by s->keys at once: size its table for
+             * them now rather than doubling it (and rehashing every key
+             * already there) several times while the slices link. */
+            dict *kd = server.db[0].dict;
+            dictExpand(kd, dictSize(kd) + (unsigned long)s->keys);
         }
         monotime start;
         mstime_t lat;
