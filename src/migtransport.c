@@ -50,7 +50,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -74,23 +73,6 @@ _Static_assert(offsetof(migWireHello, token) == 16, "migWireHello layout");
 #define MIG_VERDICT_TEXT 200
 
 /* ============================== Helpers ================================== */
-
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  /* Linux 5.14; older kernels say EINVAL. */
-#endif
-
-/* Fault in, writable, the whole pages of [addr, addr+len) in one call. TCP
- * receives fill the blocks entirely, and page by page the first touch of
- * each fresh page inside recv() costs an exception: about 150 ms per 196 MB
- * here, against 80-110 ms when the kernel populates the range in bulk.
- * Best effort: a kernel without MADV_POPULATE_WRITE just faults on touch.
- * (RDMA needs none of this: registering the memory pins its pages.) */
-static void migPopulate(void *addr, uint64_t len) {
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t start = ((uintptr_t)addr + page - 1) & ~(page - 1);
-    uintptr_t end = ((uintptr_t)addr + len) & ~(page - 1);
-    if (end > start) madvise((void *)start, end - start, MADV_POPULATE_WRITE);
-}
 
 void migSetError(char *err, const char *fmt, ...) {
     va_list ap;
@@ -1126,7 +1108,6 @@ int migRegisterRecvBlocks(migConn *c, void *const addrs[], const uint64_t lens[]
     }
 #endif
     for (uint32_t i = 0; i < n; i++) {
-        migPopulate(addrs[i], lens[i]);
         out[i].id = i;
         out[i].rkey = 0;
         out[i].addr = 0;
