@@ -141,9 +141,12 @@ static int migDictInSlot(robj *o, int slot) {
     if (slotAllocSlotOf(d->ht_table[0]) != slot) return 0;
     for (unsigned long b = 0; b < DICTHT_SIZE(d->ht_size_exp[0]); b++) {
         for (dictEntry *de = d->ht_table[0][b]; de; de = de->next) {
+            /* An sds points inside its own allocation, which lies in one
+             * block: the string itself need not be read (its header was a
+             * cache miss per field and value). */
             if (slotAllocSlotOf(de) != slot ||
-                slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot ||
-                (o->type == OBJ_HASH && slotAllocSlotOf(sdsAllocPtr(dictGetVal(de))) != slot))
+                slotAllocSlotOf(dictGetKey(de)) != slot ||
+                (o->type == OBJ_HASH && slotAllocSlotOf(dictGetVal(de)) != slot))
                 return 0;
         }
     }

@@ -661,11 +661,6 @@ int slotCompactIsPinned(int slot) {
     return slot >= 0 && ((sc.pinned[slot >> 3] >> (slot & 7)) & 1);
 }
 
-/* Written keys queued for a visit, all slots. */
-size_t slotCompactQueuedKeys(void) {
-    return dictSize(sc.dirty_keys);
-}
-
 /* Whether the slot still has keys the cycle has not visited since it was
  * last marked: dirty, or a big key of it is queued or in progress. */
 int slotCompactSlotPending(int slot) {
@@ -860,7 +855,6 @@ long long slotCompactSlotSync(int slot) { UNUSED(slot); return 0; }
 int slotCompactKeyNow(dictEntry *de) { UNUSED(de); return 0; }
 void slotCompactPin(int slot, int on) { UNUSED(slot); UNUSED(on); }
 int slotCompactIsPinned(int slot) { UNUSED(slot); return 0; }
-size_t slotCompactQueuedKeys(void) { return 0; }
 #endif
 
 /* DEBUG SLOTCOMPACT <slot>|ALL

@@ -44,7 +44,6 @@ int slotCompactIsPinned(int slot);
 /* One key now, even in a pinned slot (a migration's stragglers). */
 struct dictEntry;
 int slotCompactKeyNow(struct dictEntry *de);
-size_t slotCompactQueuedKeys(void);
 /* A value and its flat payload are in the slot's blocks. */
 int slotCompactValueInSlot(struct redisObject *o, int slot);
 /* Drop a slot's blocks wholesale, accounting used_memory. */
