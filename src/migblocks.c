@@ -810,6 +810,8 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
             *err = sdscatprintf(sdsempty(), "record %zu: unknown path %u", i, r.path);
             break;
         }
+        if (!slotAllocOwns(k->val) && k->val->refcount != OBJ_SHARED_REFCOUNT)
+            out->keys_in_heap++;
         out->nkeys = i + 1;
     }
     dictRelease(seen);

@@ -79,6 +79,10 @@ typedef struct migAdopted {
     size_t nowned;
     int owned_twice;            /* An allocation was claimed twice. */
     size_t keys_zero_copy, keys_serialized, keys_rebuilt;
+    /* Keys whose value object is in the general heap (DUMP path, or an
+     * integer that is not shared here): freeing the blocks alone would
+     * leak them. */
+    size_t keys_in_heap;
     sds *payloads;              /* migSerializeAdopted(), or NULL. */
 } migAdopted;
 

@@ -140,6 +140,8 @@ typedef struct migSlot {
      * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
      * every key (only then may the blocks go). */
     int bulk, unlinked;
+    /* Recipient, rollback: bulk as above (every key of the slot is an
+     * adopted one, none with a value in the heap, every block adopted). */
 } migSlot;
 
 typedef struct migSession {
@@ -180,7 +182,8 @@ typedef struct migSession {
     int job_result, job_done;
     int stage, cursor;              /* Progress of the current job. */
     int delete_stage;               /* See migDonorDeleteSlice. */
-    int *lazyfree_barrier;          /* Delete: set by the lazyfree thread. */
+    int *lazyfree_barrier;          /* Delete, rollback: set by the lazyfree
+                                     * thread (migLazyfreeBarrierPassed). */
     long long stage_start_ms;
     int handed_over;
     /* Recipient. */
@@ -200,6 +203,8 @@ typedef struct migSession {
     int link_cursor;
     int linked_all;
     int rolling_back;
+    int rb_stage;                   /* See migRecipientRollbackSlice. */
+    long long rb_dropped;
     int owned;                      /* The slots became ours. */
 } migSession;
 
@@ -577,6 +582,29 @@ static void migLazyfreeBarrier(void *args[]) {
     atomicSet(*(int *)args[0], 1);
 }
 
+/* The s->slots entry of slot (NULL: none), for a walk over the slots in
+ * increasing order: s->slots is in slot order and s->stage follows. */
+static migSlot *migSlotEntry(migSession *s, int slot) {
+    while (s->stage < s->nmig && s->slots[s->stage].slot < slot) s->stage++;
+    return s->stage < s->nmig && s->slots[s->stage].slot == slot ? &s->slots[s->stage] : NULL;
+}
+
+/* Whether the lazyfree thread has freed everything queued before the first
+ * call (which queues the barrier job). Call until it returns 1. */
+static int migLazyfreeBarrierPassed(migSession *s) {
+    int done;
+
+    if (s->lazyfree_barrier == NULL) {
+        s->lazyfree_barrier = zcalloc(sizeof(int));
+        bioCreateLazyFreeJob(migLazyfreeBarrier, 1, s->lazyfree_barrier);
+    }
+    atomicGet(*s->lazyfree_barrier, done);
+    if (!done) return 0;
+    zfree(s->lazyfree_barrier);
+    s->lazyfree_barrier = NULL;
+    return 1;
+}
+
 static void migUnpinAll(migSession *s) {
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
         if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 0);
@@ -730,6 +758,23 @@ static int migDonorHandoverSlice(migSession *s) {
     return 0;
 }
 
+/* Release the blocks of a slot this node holds no keys of, once they hold
+ * no live allocation: keys deleted one by one (the donor's slots with a
+ * DUMP record, a failed import's blocks) leave the slot's cached empty
+ * block behind (the allocator keeps one per slot for its next writes,
+ * which will not come here). */
+static void migReleaseIfEmpty(int slot) {
+    size_t n = slotAllocSlotBlocks(slot, NULL, 0), live = 0;
+    slotAllocBlockInfo *bi;
+
+    if (n == 0) return;
+    bi = zmalloc(sizeof(*bi) * n);
+    n = slotAllocSlotBlocks(slot, bi, n);
+    for (size_t i = 0; i < n; i++) live += bi[i].live_allocs;
+    zfree(bi);
+    if (live == 0) slotCompactReleaseSlot(slot);
+}
+
 /* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
  * its replicas and AOF, and each slot's manifest once its keys are gone.
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
@@ -762,15 +807,14 @@ static int migDonorDeleteSlice(migSession *s) {
         prev_core = migPropagateBegin();
         while (s->cursor < CLUSTER_SLOTS) {
             int slot = s->cursor;
-            migSlot *ms = NULL;
+            migSlot *ms;
             dictEntry *de;
 
             if (!migSlotIsSet(s->bitmap, slot)) {
                 s->cursor++;
                 continue;
             }
-            while (s->stage < s->nmig && s->slots[s->stage].slot < slot) s->stage++;
-            if (s->stage < s->nmig && s->slots[s->stage].slot == slot) ms = &s->slots[s->stage];
+            ms = migSlotEntry(s, slot);
             if (ms && !ms->unlinked) {
                 ms->unlinked = 1;
                 ms->bulk = ms->has_manifest && ms->manifest.keys_serialized == 0 &&
@@ -791,24 +835,17 @@ static int migDonorDeleteSlice(migSession *s) {
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->delete_stage = 1;
     }
-    if (s->delete_stage == 1) {
-        int done;
-        if (s->lazyfree_barrier == NULL) {
-            s->lazyfree_barrier = zcalloc(sizeof(int));
-            bioCreateLazyFreeJob(migLazyfreeBarrier, 1, s->lazyfree_barrier);
-        }
-        atomicGet(*s->lazyfree_barrier, done);
-        if (done) {
-            zfree(s->lazyfree_barrier);
-            s->lazyfree_barrier = NULL;
-            s->delete_stage = 2;
-            s->stage = 0;
-        }
+    if (s->delete_stage == 1 && migLazyfreeBarrierPassed(s)) {
+        s->delete_stage = 2;
+        s->stage = 0;
     }
     if (s->delete_stage == 2) {
         while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->stage++];
-            if (!ms->bulk) continue;
+            if (!ms->bulk) {
+                if (ms->unlinked == 2) migReleaseIfEmpty(ms->slot);
+                continue;
+            }
             /* A slot left half unlinked (this node became a replica) keeps
              * its blocks: the full sync may free its other keys on the
              * lazyfree thread at any time. */
@@ -1436,44 +1473,102 @@ static void migFreeBlockAllocs(void *block) {
     zfree(allocs);
 }
 
-/* Drop everything of a failed import (main thread, the thread is over):
- * the keys linked so far (synchronously, with DELs to replicas and AOF,
- * since their RESTOREs went there), the keys patched but not linked, every
- * block of the migration. */
-static void migRecipientRollback(migSession *s) {
+/* Drop everything of a failed import (main thread, the thread is over), in
+ * slices of MIG_SLICE_US like the donor's delete: a big import must not
+ * stall the node for the time of freeing it. Returns 1 while there is more
+ * to do. Stages (s->rb_stage):
+ *  1. delete the keys linked so far, slot by slot (s->cursor), with DELs
+ *     to replicas and AOF since their RESTOREs went there. A bulk slot
+ *     (every key of it adopted, every value in its blocks, every block
+ *     adopted) has its keys unlinked without a free per allocation; other
+ *     slots' keys are deleted synchronously (their blocks' leftovers are
+ *     freed in stage 3, so nothing may free them later).
+ *  2. wait for the lazyfree thread to pass a barrier job: an expire or
+ *     eviction of an adopted key may have queued its value.
+ *  3. per slot (s->stage): the keys patched but not linked, then the
+ *     blocks: a bulk slot's are released at once, the others' adopted
+ *     blocks are freed allocation by allocation, the rest released.
+ * A slot this node owns now keeps what it has (it can only have been
+ * handed over after every key was linked). */
+static int migRecipientRollbackSlice(migSession *s) {
     redisDb *db = &server.db[0];
-    int prev_core = migPropagateBegin();
-    long long dropped = 0;
+    monotime start;
+    mstime_t lat;
+    int n = 0, more = 1;
 
-    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        dictEntry *de;
-        if (!migSlotIsSet(s->bitmap, slot) || server.cluster->slots[slot] == server.cluster->myself)
-            continue;
-        /* Synchronously: the blocks' leftovers are freed below. */
-        while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
-            migDeleteKey(db, de, MIG_DEL_SYNC);
-            dropped++;
+    elapsedStart(&start);
+    latencyStartMonitor(lat);
+    if (s->rb_stage == 1 && s->cursor == 0 && s->stage == 0) {
+        for (int i = 0; i < s->nmig; i++) {
+            migSlot *ms = &s->slots[i];
+            ms->bulk = ms->has_keys && ms->keys.keys_in_heap == 0 &&
+                       ms->adopted == (int)ms->nblocks &&
+                       countKeysInSlot(ms->slot) <= ms->keys.linked;
         }
     }
-    migPropagateEnd(prev_core);
-    for (int i = 0; i < s->nmig; i++) {
-        migSlot *ms = &s->slots[i];
-        /* A slot this node owns now keeps what it has (it can only have
-         * been handed over after every key was linked). */
-        if (server.cluster->slots[ms->slot] == server.cluster->myself) continue;
-        if (ms->has_keys) {
-            migAdoptedFree(&ms->keys);
-            ms->has_keys = 0;
+    if (s->rb_stage == 1) {
+        int prev_core = migPropagateBegin();
+        while (s->cursor < CLUSTER_SLOTS) {
+            int slot = s->cursor;
+            migSlot *ms;
+            dictEntry *de;
+
+            if (!migSlotIsSet(s->bitmap, slot) || server.cluster->slots[slot] == server.cluster->myself) {
+                s->cursor++;
+                continue;
+            }
+            /* A slot a lying donor sent out of order is not found, so
+             * deleted key by key, which is always right. */
+            ms = migSlotEntry(s, slot);
+            if ((de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
+                if (ms) ms->unlinked = 2;
+                s->cursor++;
+                if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+                continue;
+            }
+            if (ms) ms->unlinked = 1;
+            migDeleteKey(db, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS : MIG_DEL_SYNC);
+            s->rb_dropped++;
+            if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
-        for (size_t b = 0; b < ms->nblocks; b++) {
-            if (ms->blocks[b].local == NULL) continue;
-            if ((int)b < ms->adopted) migFreeBlockAllocs(ms->blocks[b].local);
-            else slotAllocReleaseBlock(ms->blocks[b].local);
-            ms->blocks[b].local = NULL;
+        migPropagateEnd(prev_core);
+        if (s->cursor == CLUSTER_SLOTS) s->rb_stage = 2;
+    }
+    if (s->rb_stage == 2 && migLazyfreeBarrierPassed(s)) {
+        s->rb_stage = 3;
+        s->stage = 0;
+    }
+    if (s->rb_stage == 3) {
+        while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
+            migSlot *ms = &s->slots[s->stage++];
+            if (server.cluster->slots[ms->slot] == server.cluster->myself) continue;
+            /* Before the blocks go: it looks at whether values lie in them. */
+            if (ms->has_keys) {
+                migAdoptedFree(&ms->keys);
+                ms->has_keys = 0;
+            }
+            if (ms->bulk && ms->unlinked == 2) {
+                slotCompactReleaseSlot(ms->slot);
+                for (size_t b = 0; b < ms->nblocks; b++) ms->blocks[b].local = NULL;
+                continue;
+            }
+            for (size_t b = 0; b < ms->nblocks; b++) {
+                if (ms->blocks[b].local == NULL) continue;
+                if ((int)b < ms->adopted) migFreeBlockAllocs(ms->blocks[b].local);
+                else slotAllocReleaseBlock(ms->blocks[b].local);
+                ms->blocks[b].local = NULL;
+            }
+            migReleaseIfEmpty(ms->slot);
+        }
+        if (s->stage == s->nmig) {
+            if (s->rb_dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld "
+                                         "keys of a failed import", s->rb_dropped);
+            more = 0;
         }
     }
-    if (dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld keys of "
-                           "a failed import", dropped);
+    latencyEndMonitor(lat);
+    latencyAddSampleIfNeeded("migration-rollback-slice", lat);
+    return more;
 }
 
 static void migRecipientCloseTransport(migSession *s) {
@@ -1536,13 +1631,17 @@ static int migRecipientTick(migSession *s) {
     }
     if (s->rolling_back) {
         if (!done) return 0;
-        /* A FLUSHALL ASYNC may still be freeing adopted keys: the blocks'
-         * leftovers are freed below, after it. */
-        if (bioPendingJobsOfType(BIO_LAZY_FREE)) return 0;
-        if (s->thread_started) pthread_join(s->thread, NULL);
-        s->thread_started = 0;
-        migRecipientCloseTransport(s);
-        migRecipientRollback(s);
+        if (s->rb_stage == 0) {
+            /* A FLUSHALL ASYNC may still be freeing adopted keys: the
+             * blocks' leftovers are freed after it. */
+            if (bioPendingJobsOfType(BIO_LAZY_FREE)) return 0;
+            if (s->thread_started) pthread_join(s->thread, NULL);
+            s->thread_started = 0;
+            migRecipientCloseTransport(s);
+            s->rb_stage = 1;
+            s->stage = s->cursor = 0;
+        }
+        if (migRecipientRollbackSlice(s)) return 1;
         migRecipientReplyError(s, &s->reg_client);
         migRecipientReplyError(s, &s->done_client);
         int cancel = s->error && strstr(s->error, "cancelled") != NULL;

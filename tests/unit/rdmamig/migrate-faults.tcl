@@ -3,7 +3,8 @@
 # Faults before the handover roll both nodes back: the donor owns every
 # slot and holds every key unchanged (DEBUG DIGEST of the whole node), the
 # recipient holds nothing of those slots, no slot stays MIGRATING or
-# IMPORTING. Checked for CANCEL on the donor (transfer) and on the
+# IMPORTING. Checked for CANCEL on the donor (transfer, and handover: the
+# recipient then drops keys it had linked, in slices) and on the
 # recipient (patch), a TIMEOUT shorter than the migration, and the
 # recipient killed mid-transfer. A CANCEL after the handover is refused and
 # the migration completes. After the faults a migration succeeds.
@@ -121,6 +122,23 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_held_error $rd {migration failed in (transfer|patch):}
         mg_assert_rolled_back $before $F [mg_info 0 migration_last_status]
         assert {[lsearch {failed cancelled} [mg_info 0 migration_last_status]] >= 0}
+    }
+
+    test {RDMAMIGRATESLOTS: a failure after the recipient linked every key rolls back, its blocks freed} {
+        set before [mg_fault_before $F $fkeys]
+        # Held after RDMADONE: the recipient has patched and linked the
+        # keys (invisible to clients until it owns the slots).
+        set rd [mg_start_held $F handover 3000]
+        assert {[R 1 dbsize] > [dict get $before size1]}
+        assert_equal OK [R 0 rdmamigrateslots cancel]
+        mg_held_error $rd {migration failed in handover.*cancel}
+        mg_assert_rolled_back $before $F cancelled
+        # Dropped in slices (bulk slots unlinked and their blocks released
+        # at once, slots with values in the heap key by key): nothing of
+        # the import stays allocated in the slots' blocks.
+        foreach slot [mg_expand $F] {
+            assert_equal 0 [dict get [R 1 cluster slotblocks $slot] blocks]
+        }
     }
 
     test {RDMAMIGRATESLOTS: a TIMEOUT shorter than the migration rolls back} {

@@ -121,6 +121,9 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set after [mr_info 0 used_memory]
         assert {$after < $before + 1000000}
         assert_equal 0 [mr_info 0 slotalloc_used_bytes]
+        # The skiplist's slot, deleted key by key, keeps no (cached empty)
+        # block either.
+        assert_equal 0 [dict get [R 0 cluster slotblocks [mg_keyslot $zkey]] blocks]
         R 0 config set lazyfree-lazy-expire no
         R 0 config set lazyfree-lazy-server-del no
         assert_equal PONG [R 0 ping]
