@@ -352,6 +352,8 @@ def plot(r, path):
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", fontsize=7, ncol=4)
     ms = r["_marks"].get("measure_start", {}).get("t")
+    if r.get("load") == "none":
+        ms = None   # no client warm-up to shade
     x0 = min(t) - 1 if t else (min(x["t"] for x in sj) - rs if sj else -1)
     for ax in axes:
         ax.set_xlim(left=x0)
@@ -401,7 +403,14 @@ def main():
         c = {k: None for k in REQUIRED}
         c.update({k: v for k, v in r.items() if not k.startswith("_")})
         clean.append(c)
-    meta = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")}
+    # A render again (RB_OUT only) keeps what the run recorded.
+    meta = {}
+    if os.path.exists(os.path.join(OUT, "meta.json")):
+        with open(os.path.join(OUT, "meta.json")) as f:
+            meta = json.load(f)
+    meta.update({k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")})
+    if "out" in meta:
+        meta["out"] = os.path.abspath(meta["out"])
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(clean, f, indent=1)
     with open(os.path.join(OUT, "meta.json"), "w") as f:
@@ -415,10 +424,14 @@ def main():
     L.append("- date: %s, total %s s" % (meta.get("date", "?"), meta.get("elapsed", "?")))
     L.append("- machine: %s CPUs (%s), %s, %s RAM" % (meta.get("ncpu", "?"), meta.get("cpu", "?"),
                                                     meta.get("kernel", "?"), meta.get("mem", "?")))
-    L.append("- data: %s records x %s B (hashes field0..field9), workload %s (%s, %s client threads), "
+    if meta.get("load") == "none":
+        client = "no client load"
+    else:
+        client = "workload %s (%s, %s client threads)" % (
+            meta.get("workload", "?").upper(), meta.get("load", "?"), meta.get("threads", "?"))
+    L.append("- data: %s records x %s B (hashes field0..field9), %s, "
              "%s s before / %s s after; pinning: %s"
-             % (format(int(meta.get("records", 0)), ","), meta.get("vsize", "?"),
-                meta.get("workload", "?").upper(), meta.get("load", "?"), meta.get("threads", "?"),
+             % (format(int(meta.get("records", 0)), ","), meta.get("vsize", "?"), client,
                 meta.get("before", "?"), meta.get("after", "?"), meta.get("pinning", "?")))
     L.append("")
     cols = [r["system"] for r in rows]
