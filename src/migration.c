@@ -775,6 +775,20 @@ static void migReleaseIfEmpty(int slot) {
     if (live == 0) slotCompactReleaseSlot(slot);
 }
 
+/* Release the blocks of a bulk slot whose keys were all unlinked, unless
+ * keys came back to it meanwhile: a node turned replica loads its master's
+ * data, which background compaction may move into the slot's blocks. Then
+ * the blocks stay, with the unlinked keys' memory in them (logged). */
+static void migReleaseBulkSlot(int slot) {
+    if (countKeysInSlot(slot) == 0) {
+        slotCompactReleaseSlot(slot);
+        return;
+    }
+    serverLog(LL_WARNING, "Slot migration: slot %d holds keys again (a full "
+              "sync?): its blocks stay, with the memory of the keys it let "
+              "go of", slot);
+}
+
 /* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
  * its replicas and AOF, and each slot's manifest once its keys are gone.
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
@@ -849,7 +863,7 @@ static int migDonorDeleteSlice(migSession *s) {
             /* A slot left half unlinked (this node became a replica) keeps
              * its blocks: the full sync may free its other keys on the
              * lazyfree thread at any time. */
-            if (ms->unlinked == 2) slotCompactReleaseSlot(ms->slot);
+            if (ms->unlinked == 2) migReleaseBulkSlot(ms->slot);
             else serverLog(LL_WARNING, "Slot migration: slot %d was left half "
                            "deleted (this node became a replica); its blocks "
                            "stay", ms->slot);
@@ -1477,6 +1491,7 @@ static void migFreeBlockAllocs(void *block) {
  * slices of MIG_SLICE_US like the donor's delete: a big import must not
  * stall the node for the time of freeing it. Returns 1 while there is more
  * to do. Stages (s->rb_stage):
+ *  0. decide which slots go in bulk (the caller has joined the thread);
  *  1. delete the keys linked so far, slot by slot (s->cursor), with DELs
  *     to replicas and AOF since their RESTOREs went there. A bulk slot
  *     (every key of it adopted, every value in its blocks, every block
@@ -1498,13 +1513,15 @@ static int migRecipientRollbackSlice(migSession *s) {
 
     elapsedStart(&start);
     latencyStartMonitor(lat);
-    if (s->rb_stage == 1 && s->cursor == 0 && s->stage == 0) {
+    if (s->rb_stage == 0) {
         for (int i = 0; i < s->nmig; i++) {
             migSlot *ms = &s->slots[i];
             ms->bulk = ms->has_keys && ms->keys.keys_in_heap == 0 &&
                        ms->adopted == (int)ms->nblocks &&
                        countKeysInSlot(ms->slot) <= ms->keys.linked;
         }
+        s->rb_stage = 1;
+        s->stage = s->cursor = 0;
     }
     if (s->rb_stage == 1) {
         int prev_core = migPropagateBegin();
@@ -1548,7 +1565,7 @@ static int migRecipientRollbackSlice(migSession *s) {
                 ms->has_keys = 0;
             }
             if (ms->bulk && ms->unlinked == 2) {
-                slotCompactReleaseSlot(ms->slot);
+                migReleaseBulkSlot(ms->slot);
                 for (size_t b = 0; b < ms->nblocks; b++) ms->blocks[b].local = NULL;
                 continue;
             }
@@ -1638,8 +1655,6 @@ static int migRecipientTick(migSession *s) {
             if (s->thread_started) pthread_join(s->thread, NULL);
             s->thread_started = 0;
             migRecipientCloseTransport(s);
-            s->rb_stage = 1;
-            s->stage = s->cursor = 0;
         }
         if (migRecipientRollbackSlice(s)) return 1;
         migRecipientReplyError(s, &s->reg_client);
