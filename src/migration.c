@@ -764,15 +764,11 @@ static int migDonorHandoverSlice(migSession *s) {
  * block behind (the allocator keeps one per slot for its next writes,
  * which will not come here). */
 static void migReleaseIfEmpty(int slot) {
-    size_t n = slotAllocSlotBlocks(slot, NULL, 0), live = 0;
-    slotAllocBlockInfo *bi;
+    slotAllocSlotStat st;
 
-    if (n == 0) return;
-    bi = zmalloc(sizeof(*bi) * n);
-    n = slotAllocSlotBlocks(slot, bi, n);
-    for (size_t i = 0; i < n; i++) live += bi[i].live_allocs;
-    zfree(bi);
-    if (live == 0) slotCompactReleaseSlot(slot);
+    slotAllocSlotStats(slot, &st);
+    if (st.blocks && st.live_allocs == 0)
+        slotCompactReleaseSlot(slot);
 }
 
 /* Release the blocks of a bulk slot whose keys were all unlinked, unless
