@@ -281,6 +281,14 @@ def analyse(system):
         procs = [cpu_delta(sj, p, "cpu_proc", rs, re_) for p in ports]
         r["all_nodes_process_cpu_s"] = round(sum(x for x in procs if x is not None), 2)
         r["all_nodes_process_cpu_s_per_gb"] = round(r["all_nodes_process_cpu_s"] / gb, 1)
+    # Which data path carried the blocks: the transport counters of INFO
+    # migration, summed over the nodes, grown during the rebalance.
+    for key, name in (("migration_rdma_wr_posted", "rdma_wr_posted"),
+                      ("migration_rdma_chains_posted", "rdma_chains_posted"),
+                      ("migration_rdma_bytes_written", "rdma_bytes_written"),
+                      ("migration_tcp_bytes_sent", "tcp_bytes_sent")):
+        ds = [cpu_delta(sj, p, key, rs, re_) for p in ports]
+        r[name] = sum(x for x in ds if x is not None) if any(x is not None for x in ds) else None
     v_path = os.path.join(d, "verify.json")
     if os.path.exists(v_path):
         with open(v_path) as f:
@@ -489,6 +497,13 @@ def main():
         if r["phases"]:
             L.append("- phases (s after the start): " + "; ".join(
                 "%.1f %s" % (p["t_rel_s"], p["what"]) for p in r["phases"]))
+        if r.get("rdma_wr_posted") or r.get("tcp_bytes_sent"):
+            L.append("- data path (INFO migration, all nodes, during the rebalance): %s RDMA WRITE WRs "
+                     "in %s chains, %.1f MB written by RDMA; %.1f MB sent over TCP" % (
+                         fmt(r["rdma_wr_posted"]), fmt(r["rdma_chains_posted"]),
+                         (r["rdma_bytes_written"] or 0) / 1e6, (r["tcp_bytes_sent"] or 0) / 1e6))
+        elif r["system"] == "ours-rdma":
+            L.append("- **data path: no RDMA WRITE was posted (INFO migration): the RDMA path was NOT used**")
         if r.get("block_summaries"):
             L.append("- RDMAMIGRATESLOTS summaries (redis-cli):")
             for b in r["block_summaries"]:
