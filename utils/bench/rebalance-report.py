@@ -327,6 +327,8 @@ def plot(r, path):
                                                      r["mb_moved"], r["rebalance_s"])
     if r.get("tput_drop_pct") is not None:
         title += ", throughput %+.0f%% during" % (-r["tput_drop_pct"])
+    if r["system"] == "ours-rdma":
+        title += "\nSoftRoCE in a QEMU guest under emulation: correctness and phases, not speed"
     ax.set_title(title, fontsize=11)
     if r.get("load") == "none":
         for a in axes[:2]:
