@@ -91,13 +91,24 @@
 #include "migration.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
 
 #define MIG_SLICE_US 500            /* Main thread work per timer call. */
 #define MIG_DEFAULT_TIMEOUT_MS 60000
 #define MIG_MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define MIG_LINK_BATCH 256          /* Keys linked between clock checks. */
 #define MIG_WRITE_CHUNK (64LL << 20) /* Progress granularity of a transfer. */
+
+/* migration-thread-priority: how the migration threads share a CPU with
+ * the main threads that serve clients. */
+#define MIG_PRIO_NORMAL 0   /* Like the main thread (the default). */
+#define MIG_PRIO_LOW 1      /* nice +10: about a tenth of a busy CPU. */
+#define MIG_PRIO_IDLE 2     /* SCHED_IDLE: only CPU time nobody else wants. */
 
 /* Phases, in STATUS and INFO. */
 enum {
@@ -1167,6 +1178,42 @@ done:
     return ok ? 0 : -1;
 }
 
+/* Applies migration-thread-priority to the calling thread, a migration
+ * thread. Both threads copy and check hundreds of MB as fast as a CPU
+ * allows; on a host whose CPUs are all busy serving clients they take
+ * those CPUs' time from the main threads, and clients see it as lost
+ * throughput and worse latency for the seconds a migration lasts. "low"
+ * and "idle" make the kernel prefer the main threads (a main thread that
+ * wakes up for a request preempts an idle-class thread at once) at the
+ * price of a longer migration, and so of a longer write pause on the
+ * migrating slots, when the CPUs are busy. Only Linux sets nice values and
+ * policies per thread; elsewhere the setting is ignored (with a log line)
+ * rather than renice the whole server. Failures are logged, never fatal:
+ * the migration then runs at normal priority. */
+static void migApplyThreadPriority(void) {
+    int prio = server.migration_thread_priority;
+    if (prio == MIG_PRIO_NORMAL) return;
+#ifdef __linux__
+#ifdef SCHED_IDLE
+    if (prio == MIG_PRIO_IDLE) {
+        struct sched_param sp = {0};
+        if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0) return;
+        serverLog(LL_WARNING, "Slot migration: cannot put the migration "
+                  "thread in the SCHED_IDLE class (%s); trying nice 19",
+                  strerror(errno));
+    }
+#endif
+    int nice = prio == MIG_PRIO_IDLE ? 19 : 10;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice) != 0)
+        serverLog(LL_WARNING, "Slot migration: cannot set the migration "
+                  "thread's nice value to %d (%s); it runs at normal "
+                  "priority", nice, strerror(errno));
+#else
+    serverLog(LL_NOTICE, "Slot migration: migration-thread-priority is only "
+              "applied on Linux; the migration thread runs at normal priority");
+#endif
+}
+
 static void *migDonorThread(void *arg) {
     migSession *s = arg;
     redisContext *rc = NULL;
@@ -1177,6 +1224,7 @@ static void *migDonorThread(void *arg) {
     char err[MIG_ERR_LEN] = "";
 
     redis_set_thread_title("migration");
+    migApplyThreadPriority();
 
     /* 2. The recipient opens an import session and its data listener. */
     if ((rc = migRecipientConnect(s)) == NULL) goto fail;
@@ -1377,6 +1425,7 @@ static void *migRecipientThread(void *arg) {
     migConn *conn = NULL;
 
     redis_set_thread_title("migration");
+    migApplyThreadPriority();
     /* Accept the donor, in short waits so that a cancel is seen. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }

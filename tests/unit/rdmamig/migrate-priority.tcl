@@ -1,0 +1,84 @@
+# migration-thread-priority (src/migration.c, migApplyThreadPriority):
+# the scheduling the migration threads of both nodes run with. What a user
+# relies on:
+#
+# 1. A bad value is refused with the list of good ones and changes nothing.
+# 2. With low, the donor's and the recipient's migration threads run at
+#    nice 10; with idle, in the SCHED_IDLE class; with normal, like the
+#    main thread. Read from /proc while a migration is held in its
+#    transfer phase (DEBUG MIGRATION-DELAY), so the threads exist.
+# 3. Whatever the priority, the migration moves every key intact.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+# The migration threads of node n: a list of {nice policy}, one per thread,
+# from /proc/<pid>/task/<tid>/stat (fields 19 and 41; the command name in
+# field 2 may hold spaces, so count from the closing parenthesis).
+proc mp_threads {n} {
+    set pid [srv [expr {-1 * $n}] pid]
+    set found {}
+    foreach task [glob -nocomplain /proc/$pid/task/*] {
+        if {[catch {
+            set fd [open $task/comm]
+            set comm [string trim [read $fd]]
+            close $fd
+            set fd [open $task/stat]
+            set stat [read $fd]
+            close $fd
+        }]} continue
+        if {$comm ne "migration"} continue
+        set rest [string range $stat [expr {[string last ")" $stat] + 2}] end]
+        # rest starts at field 3 (state): field k is element k-3.
+        lappend found [list [lindex $rest 16] [lindex $rest 38]]
+    }
+    return $found
+}
+
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+    mg_fast_clients
+
+    test {migration-thread-priority: a bad value is refused and changes nothing} {
+        assert_equal normal [lindex [R 0 config get migration-thread-priority] 1]
+        catch {R 0 config set migration-thread-priority lowest} err
+        assert_match {*must be one of the following*normal*low*idle*} $err
+        assert_equal normal [lindex [R 0 config get migration-thread-priority] 1]
+    }
+
+    # linux: /proc and per-thread scheduling.
+    if {[file isdirectory /proc/self/task]} {
+        set round 0
+        # policy 0 = SCHED_OTHER, 5 = SCHED_IDLE (linux/sched.h)
+        foreach {prio want} {low {10 0} idle {0 5} normal {0 0}} {
+            test "migration-thread-priority $prio: both nodes' migration threads run with it" {
+                R 0 config set migration-thread-priority $prio
+                R 1 config set migration-thread-priority $prio
+                # One way, then back: node 0 always gives.
+                set ranges [list [expr {100 * $round}]-[expr {100 * $round + 99}]]
+                set slotset [mg_slotset $ranges]
+                set keys [mg_fill 0 p$round 200 $slotset]
+                set snap [mg_snapshot 0 $keys]
+                R 0 debug migration-delay reset
+                R 0 debug migration-delay transfer 1500
+                set rd [mg_migrate_deferred 0 1 $ranges]
+                mg_wait_phase 0 transfer
+                set donor [mp_threads 0]
+                set recipient [mp_threads 1]
+                set reply [$rd read]
+                $rd close
+                R 0 debug migration-delay reset
+                assert_equal [list $want] $donor
+                assert_equal [list $want] $recipient
+                mg_assert_reply $reply 100 [llength $keys]
+                mg_assert_keys 1 $snap
+                mg_assert_absent 0 $keys
+                mg_wait_converged
+                mg_migrate 1 0 $ranges
+                mg_assert_keys 0 $snap
+                mg_wait_converged
+                incr round
+            }
+        }
+        R 0 config set migration-thread-priority normal
+        R 1 config set migration-thread-priority normal
+    }
+}
