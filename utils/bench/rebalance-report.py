@@ -525,9 +525,9 @@ def main():
              "after the run is not that of a latest acknowledged write.")
     stock = next((r for r in rows if r["system"] == "stock-p1000"), None)
     alone = meta.get("load") == "none"
-    # ours-tcp is what the goals are set for; the -low/-idle variants (when
-    # run) are judged the same way, each against the same stock row.
-    judged = [r for r in rows if r["system"] in ("ours-tcp-low", "ours-tcp-idle")]
+    # ours-tcp is what the goals are set for; the -normal/-low/-idle
+    # variants (when run) are judged the same way, against the same stock row.
+    judged = [r for r in rows if r["system"] in ("ours-tcp-normal", "ours-tcp-low", "ours-tcp-idle")]
     judged.insert(0, next((r for r in rows if r["system"] == "ours-tcp"),
                           {"system": "ours-tcp"}))
     for ours in judged:
