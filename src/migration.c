@@ -106,8 +106,8 @@
 
 /* migration-thread-priority: how the migration threads share a CPU with
  * the main threads that serve clients. */
-#define MIG_PRIO_NORMAL 0   /* Like the main thread. */
-#define MIG_PRIO_LOW 1      /* nice +10 (the default): a tenth of a busy CPU. */
+#define MIG_PRIO_NORMAL 0   /* Like the main thread (the default). */
+#define MIG_PRIO_LOW 1      /* nice +10: about a tenth of a busy CPU. */
 #define MIG_PRIO_IDLE 2     /* SCHED_IDLE: only CPU time nobody else wants. */
 
 /* Phases, in STATUS and INFO. */

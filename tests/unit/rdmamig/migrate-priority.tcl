@@ -2,7 +2,7 @@
 # the scheduling the migration threads of both nodes run with. What a user
 # relies on:
 #
-# 1. low is the default. A bad value is refused with the list of good
+# 1. normal is the default. A bad value is refused with the list of good
 #    ones and changes nothing.
 # 2. With low, the donor's and the recipient's migration threads run at
 #    nice 10; with idle, in the SCHED_IDLE class; with normal, like the
@@ -38,11 +38,11 @@ proc mp_threads {n} {
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     mg_fast_clients
 
-    test {migration-thread-priority: low by default; a bad value is refused and changes nothing} {
-        assert_equal low [lindex [R 0 config get migration-thread-priority] 1]
+    test {migration-thread-priority: normal by default; a bad value is refused and changes nothing} {
+        assert_equal normal [lindex [R 0 config get migration-thread-priority] 1]
         catch {R 0 config set migration-thread-priority lowest} err
         assert_match {*must be one of the following*normal*low*idle*} $err
-        assert_equal low [lindex [R 0 config get migration-thread-priority] 1]
+        assert_equal normal [lindex [R 0 config get migration-thread-priority] 1]
     }
 
     # linux: /proc and per-thread scheduling.
@@ -79,7 +79,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 incr round
             }
         }
-        R 0 config set migration-thread-priority low
-        R 1 config set migration-thread-priority low
+        R 0 config set migration-thread-priority normal
+        R 1 config set migration-thread-priority normal
     }
 }
