@@ -527,7 +527,7 @@ def main():
     alone = meta.get("load") == "none"
     # ours-tcp is what the goals are set for; the -normal/-low/-idle
     # variants (when run) are judged the same way, against the same stock row.
-    judged = [r for r in rows if r["system"] in ("ours-tcp-normal", "ours-tcp-low", "ours-tcp-idle")]
+    judged = [r for r in rows if r["system"].startswith("ours-tcp-")]
     judged.insert(0, next((r for r in rows if r["system"] == "ours-tcp"),
                           {"system": "ours-tcp"}))
     for ours in judged:
