@@ -23,12 +23,16 @@
  *                                          ---> reserve + register blocks,
  *                                               reply addresses/rkeys
  *     migWriteBlocks (all blocks), migFinish ---> migWaitTransfer, verdict
+ *     relax the freeze: writes to the slots flow again, and what they
+ *     propagate is recorded (migrationPropagated)
  *   5 RDMADONE slots                       ---> recipient thread adopts,
  *                                               checks, patches (and, with
  *                                               replicas or AOF, serializes
  *                                               RESTORE payloads); the main
  *                                               thread links keys in slices;
  *                                               then the deferred reply
+ *     freeze again; RDMAREPLAY argc args... ---> the recorded writes, applied
+ *                                               in order (and propagated)
  *   6 CLUSTER SETSLOTS NODE recipient      ---> owner, epoch bump
  *     the same here (main thread), thaw: held writes now get MOVED
  *   7 delete the keys in slices (DELs to replicas and AOF), free the
@@ -56,12 +60,23 @@
  * nodes.conf). CLUSTER SETSLOTS NODE bumps its epoch for the slots of the
  * import as for IMPORTING ones (migrationImportsSlot).
  *
- * Writes. From the freeze (prepare) to the handover, commands writing to
- * the slots wait (slotfreeze.c; clients never get an error), expiry and
- * eviction leave them alone, and background compaction does not touch
- * them (slotCompactPin), so the bytes under transfer do not change. The
- * pause is reported (write_pause_ms). LRU/LFU bits of an object header may
- * still be updated by reads; the recipient checks every header anyway.
+ * Writes. From the freeze (prepare) to the end of the transfer, commands
+ * writing to the slots wait (slotfreeze.c; clients never get an error),
+ * expiry and eviction leave them alone, and background compaction does not
+ * touch them (slotCompactPin), so the bytes under transfer do not change.
+ * LRU/LFU bits of an object header may still be updated by reads; the
+ * recipient checks every header anyway. Once the bytes have left, the
+ * freeze is relaxed (migration-write-replay yes, the default): writes,
+ * expiry and eviction of the slots' keys run here again, and every command
+ * they propagate (the replication stream's form: deterministic) is
+ * recorded. When the recipient has linked every key, the slots freeze
+ * again, the recipient applies the recorded commands in order
+ * (RDMAREPLAY), and the handover follows: writes wait only for the
+ * transfer and for the replay, not for the recipient's checks and links.
+ * The keys those writes touched are deleted one by one afterwards (their
+ * memory is no longer only in the blocks). With the option off, or past
+ * MIG_CAPTURE_MAX_BYTES of recorded commands, the slots stay frozen to the
+ * handover. The pause is reported (write_pause_ms, both parts).
  *
  * Failures. Anything that fails before the handover (the recipient dies or
  * refuses, a connection drops, the deadline passes, bad data, CANCEL)
@@ -103,6 +118,9 @@
 #define MIG_MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define MIG_LINK_BATCH 256          /* Keys linked between clock checks. */
 #define MIG_WRITE_CHUNK (64LL << 20) /* Progress granularity of a transfer. */
+#define MIG_CAPTURE_MAX_BYTES (64LL << 20) /* Recorded writes, then freeze. */
+#define MIG_REPLAY_BATCH_BYTES (4LL << 20)  /* Per RDMAREPLAY call. */
+#define MIG_REPLAY_BATCH_ARGS 65536
 
 /* migration-thread-priority: how the migration threads share a CPU with
  * the main threads that serve clients. */
@@ -151,6 +169,7 @@ typedef struct migSlot {
      * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
      * every key (only then may the blocks go). */
     int bulk, unlinked;
+    long long dirty;                /* Donor: recorded writes to the slot. */
     /* Recipient, rollback: bulk as above (every key of the slot is an
      * adopted one, none with a value in the heap, every block adopted). */
 } migSlot;
@@ -197,6 +216,15 @@ typedef struct migSession {
                                      * thread (migLazyfreeBarrierPassed). */
     long long stage_start_ms;
     int handed_over;
+    /* Donor, from the end of the transfer to the replay: the commands that
+     * writes to the slots propagated, as "<argc>" then the arguments. */
+    int capturing;
+    sds *cap_args;
+    size_t cap_nargs, cap_size, cap_bytes;
+    long long cap_cmds;
+    int cap_full;                   /* MIG_CAPTURE_MAX_BYTES reached. */
+    dict *dirty_keys;               /* The keys those commands name. */
+    long long writes_replayed;      /* Both: commands applied by RDMAREPLAY. */
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
     migListener *listener;
@@ -231,7 +259,8 @@ static struct {
     long long keys, bytes, bytes_total, keys_zero_copy, keys_serialized;
     long long bytes_serialized;
     long long phase_ms[MIG_PHASE_COUNT];
-    long long write_pause_ms, elapsed_ms;
+    long long write_pause_ms, elapsed_ms, writes_replayed;
+    long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     migStats tstats;                /* Summed over migrations. */
 } migLast;
@@ -243,6 +272,9 @@ static long long migDelayMs[MIG_PHASE_COUNT];
 static long long migDelayWriteMs;
 
 static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
+static void migCaptureFree(migSession *s);
+static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
+                           const char *what);
 
 /* ================================ Helpers ================================= */
 
@@ -371,11 +403,13 @@ static void migEndSession(migSession *s, int last) {
     migLast.bytes_serialized = s->bytes_serialized;
     memcpy(migLast.phase_ms, s->phase_ms, sizeof(s->phase_ms));
     migLast.write_pause_ms = s->write_pause_ms;
+    migLast.writes_replayed = s->writes_replayed;
     migLast.elapsed_ms = mstime() - s->start_ms;
     if (last == MIG_LAST_OK) {
         migLast.total_ok++;
         migLast.total_keys += s->keys;
         migLast.total_bytes += s->bytes;
+        migLast.total_writes_replayed += s->writes_replayed;
     } else {
         migLast.total_failed++;
     }
@@ -388,13 +422,13 @@ static void migEndSession(migSession *s, int last) {
         serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
             "%lld bytes over %s in %lld ms (prepare %lld, transfer %lld, "
             "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
-            "paused %lld ms)",
+            "paused %lld ms, %lld replayed)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
             migLast.last_transport, migLast.elapsed_ms,
             s->phase_ms[MIG_PHASE_PREPARE], s->phase_ms[MIG_PHASE_TRANSFER],
             s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
             s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
-            s->write_pause_ms);
+            s->write_pause_ms, s->writes_replayed);
     else
         serverLog(LL_WARNING, "Slot migration (%s) of %d slots %s in %s: %s",
             migRoleName[s->role], s->nslots,
@@ -406,6 +440,7 @@ static void migEndSession(migSession *s, int last) {
         if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
     }
     zfree(s->slots);
+    migCaptureFree(s);
     zfree(s->reg_addrs);
     zfree(s->reg_lens);
     zfree(s->reg_expect);
@@ -423,10 +458,10 @@ static void migEndSession(migSession *s, int last) {
 static void migAddReplyFigures(client *c, int status, const char *phase,
     const char *transport, int slots, long long keys, long long bytes,
     long long bytes_total, long long kzc, long long kser, long long bser,
-    const long long *phase_ms, long long pause, long long elapsed,
+    const long long *phase_ms, long long pause, long long replayed, long long elapsed,
     int role, const char *state, const char *last, const char *last_error)
 {
-    addReplyMapLen(c, status ? 20 : 13);
+    addReplyMapLen(c, status ? 21 : 14);
     if (status) {
         addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[role]);
         addReplyBulkCString(c, "state"); addReplyBulkCString(c, state);
@@ -449,6 +484,7 @@ static void migAddReplyFigures(client *c, int status, const char *phase,
     addReplyBulkCString(c, "handover_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_HANDOVER]);
     addReplyBulkCString(c, "delete_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_DELETE]);
     addReplyBulkCString(c, "write_pause_ms"); addReplyLongLong(c, pause);
+    addReplyBulkCString(c, "writes_replayed"); addReplyLongLong(c, replayed);
     if (status) {
         addReplyBulkCString(c, "elapsed_ms"); addReplyLongLong(c, elapsed);
         addReplyBulkCString(c, "last_status"); addReplyBulkCString(c, last);
@@ -627,6 +663,186 @@ static int migAnyPending(migSession *s) {
     return 0;
 }
 
+/* ============================= Recorded writes ============================ */
+
+/* The keys recorded writes named: sds copies, freed with the set. */
+static dictType migDirtyKeysDictType = {
+    .hashFunction = dictSdsHash,
+    .keyCompare = dictSdsKeyCompare,
+    .keyDestructor = dictSdsDestructor,
+};
+
+/* The recorded commands (not the dirty keys, which the delete needs). */
+static void migCaptureFreeArgs(migSession *s) {
+    for (size_t j = 0; j < s->cap_nargs; j++) sdsfree(s->cap_args[j]);
+    zfree(s->cap_args);
+    s->cap_args = NULL;
+    s->cap_nargs = s->cap_size = s->cap_bytes = 0;
+}
+
+static void migCaptureFree(migSession *s) {
+    migCaptureFreeArgs(s);
+    if (s->dirty_keys) dictRelease(s->dirty_keys);
+    s->dirty_keys = NULL;
+    s->capturing = 0;
+}
+
+static void migCaptureAppend(migSession *s, sds arg) {
+    if (s->cap_nargs == s->cap_size) {
+        s->cap_size = s->cap_size ? s->cap_size * 2 : 1024;
+        s->cap_args = zrealloc(s->cap_args, sizeof(sds) * s->cap_size);
+    }
+    s->cap_args[s->cap_nargs++] = arg;
+    s->cap_bytes += sdslen(arg) + sizeof(sds) + 8;
+}
+
+/* The s->slots entry of a slot (binary search; NULL: the slot had no key
+ * at the prepare). */
+static migSlot *migSlotFind(migSession *s, int slot) {
+    int lo = 0, hi = s->nmig - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->slots[mid].slot == slot) return &s->slots[mid];
+        if (s->slots[mid].slot < slot) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+/* Recording cannot go on (a write no replay can reproduce): the migration
+ * fails before its handover, the donor keeps what it has. */
+static void migCaptureFail(migSession *s, const char *what, const char *cmd) {
+    migFail(s, "writes during the migration: '%s' %s", cmd, what);
+    migCaptureFree(s);
+}
+
+/* server.c hooks. While a donor records (between the end of its transfer
+ * and its replay), every command the server propagates counts, even with
+ * no replica and no AOF (shouldPropagate), and propagateNow() hands it
+ * here: commands with keys in the migrating slots are recorded, in the
+ * replication stream's deterministic form (an expiry is a DEL, INCRBYFLOAT
+ * a SET, a script its effects), and their keys join the dirty set. */
+int migrationCapturing(void) {
+    return mig != NULL && mig->capturing;
+}
+
+void migrationPropagated(int dbid, robj **argv, int argc, int target) {
+    migSession *s = mig;
+    getKeysResult result = GETKEYS_RESULT_INIT;
+    struct redisCommand *cmd;
+    int numkeys, mine = 0, others = 0;
+
+    if (s == NULL || !s->capturing || !(target & PROPAGATE_REPL) || argc < 1) return;
+    cmd = lookupCommand(argv, argc);
+    if (cmd && (cmd->proc == multiCommand || cmd->proc == execCommand ||
+                cmd->proc == selectCommand || cmd->proc == pingCommand)) return;
+    if (cmd == NULL) {
+        migCaptureFail(s, "is no command of this server", sdsEncodedObject(argv[0]) ? argv[0]->ptr : "?");
+        return;
+    }
+    numkeys = getKeysFromCommand(cmd, argv, argc, &result);
+    for (int j = 0; j < numkeys; j++) {
+        robj *k = getDecodedObject(argv[result.keys[j].pos]);
+        if (migSlotIsSet(s->bitmap, keyHashSlot(k->ptr, (int)sdslen(k->ptr)))) mine++;
+        else others++;
+        decrRefCount(k);
+    }
+    if (numkeys == 0 || others) {
+        getKeysFreeResult(&result);
+        /* Keyless writes wait for the handover (slotfreeze.c); one that
+         * got through (a script's FLUSHALL...) may have touched the slots. */
+        if ((numkeys == 0 && (cmd->flags & CMD_WRITE)) || (others && mine))
+            migCaptureFail(s, numkeys ? "named keys of migrating and other slots"
+                                      : "may have touched any slot", cmd->fullname);
+        return;
+    }
+    UNUSED(dbid);
+    migCaptureAppend(s, sdsfromlonglong(argc));
+    for (int j = 0; j < argc; j++) {
+        robj *a = getDecodedObject(argv[j]);
+        migCaptureAppend(s, sdsdup(a->ptr));
+        decrRefCount(a);
+    }
+    s->cap_cmds++;
+    for (int j = 0; j < numkeys; j++) {
+        robj *k = getDecodedObject(argv[result.keys[j].pos]);
+        migSlot *ms = migSlotFind(s, keyHashSlot(k->ptr, (int)sdslen(k->ptr)));
+        if (ms) ms->dirty++;
+        if (dictFind(s->dirty_keys, k->ptr) == NULL)
+            dictAdd(s->dirty_keys, sdsdup(k->ptr), NULL);
+        decrRefCount(k);
+    }
+    getKeysFreeResult(&result);
+    if (s->cap_bytes > MIG_CAPTURE_MAX_BYTES && !s->cap_full) {
+        /* Bounded memory: the keys freeze again until the handover (and
+         * what is recorded so far is replayed). */
+        serverLog(LL_WARNING, "Slot migration: %lld writes (%zu bytes) recorded "
+            "since the transfer: the slots' writes wait until the handover",
+            s->cap_cmds, s->cap_bytes);
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->cap_full = 1;
+    }
+}
+
+/* 4b, after the transfer (main thread): relax the freeze, record. */
+static int migDonorCaptureSlice(migSession *s) {
+    if (!server.migration_write_replay) return 0;
+    s->dirty_keys = dictCreate(&migDirtyKeysDictType);
+    s->capturing = 1;
+    s->write_pause_ms += slotFreezeRelax();
+    return 0;
+}
+
+/* 6a, once the recipient linked every key (main thread): freeze the slots
+ * again and stop recording; what was recorded is the donor thread's now. */
+static int migDonorReplayBeginSlice(migSession *s) {
+    if (s->capturing) {
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->capturing = 0;
+    }
+    return s->error ? -1 : 0;
+}
+
+/* 6a (donor thread): the recorded commands, in order, in RDMAREPLAY calls
+ * of whole commands; each call's reply is the number it applied. */
+static int migDonorReplay(migSession *s, redisContext *rc) {
+    size_t j = 0;
+
+    while (j < s->cap_nargs) {
+        size_t first = j, bytes = 0;
+        long long cmds = 0;
+        while (j < s->cap_nargs && (cmds == 0 || (bytes < MIG_REPLAY_BATCH_BYTES &&
+                                                  j - first < MIG_REPLAY_BATCH_ARGS))) {
+            long long n = strtoll(s->cap_args[j], NULL, 10);
+            for (long long k = 0; k <= n; k++) bytes += sdslen(s->cap_args[j + k]);
+            j += n + 1;
+            cmds++;
+        }
+        sds *argv = zmalloc(sizeof(sds) * (j - first + 1));
+        argv[0] = sdsnew("RDMAREPLAY");
+        memcpy(argv + 1, s->cap_args + first, sizeof(sds) * (j - first));
+        redisReply *r = migCall(s, rc, (int)(j - first + 1), argv, "RDMAREPLAY");
+        sdsfree(argv[0]);
+        zfree(argv);
+        if (r == NULL) return -1;
+        if (r->type != REDIS_REPLY_INTEGER || r->integer != cmds) {
+            migFail(s, "RDMAREPLAY: the recipient applied %lld of %lld commands",
+                    r->type == REDIS_REPLY_INTEGER ? r->integer : -1, cmds);
+            freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+        s->writes_replayed += cmds;
+    }
+    return 0;
+}
+
+/* Delete: whether a key was named by a recorded write (then its memory may
+ * lie outside the slot's blocks, and it is freed, not just unlinked). */
+static int migKeyIsDirty(migSession *s, sds key) {
+    return s->dirty_keys && dictSize(s->dirty_keys) && dictFind(s->dirty_keys, key) != NULL;
+}
+
 /* Prepare (phase 3), in slices: relocate the slots' keys into their blocks
  * while writes still flow; freeze the slots; relocate what was written
  * meanwhile; wait for pending lazy frees (they write allocator metadata in
@@ -765,7 +981,8 @@ static int migDonorHandoverSlice(migSession *s) {
         clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, n, s->bitmap);
     }
     s->handed_over = 1;
-    s->write_pause_ms = slotThaw();
+    s->write_pause_ms += slotThaw();
+    migCaptureFreeArgs(s);
     return 0;
 }
 
@@ -838,8 +1055,10 @@ static int migDonorDeleteSlice(migSession *s) {
             ms = migSlotEntry(s, slot);
             if (ms && !ms->unlinked) {
                 ms->unlinked = 1;
+                /* Keys written since the transfer (dirty) are freed one by
+                 * one; every other key is one of the manifest's. */
                 ms->bulk = ms->has_manifest && ms->manifest.keys_serialized == 0 &&
-                           ms->manifest.nkeys == countKeysInSlot(slot);
+                           (ms->manifest.nkeys == countKeysInSlot(slot) || ms->dirty);
             }
             if ((de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
                 if (ms) ms->unlinked = 2;
@@ -849,7 +1068,8 @@ static int migDonorDeleteSlice(migSession *s) {
                 if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
                 continue;
             }
-            migDeleteKey(db, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS :
+            migDeleteKey(db, de, ms && ms->bulk && !(ms->dirty && migKeyIsDirty(s, dictGetKey(de))) ?
+                         MIG_DEL_IN_BLOCKS :
                          server.lazyfree_lazy_server_del ? MIG_DEL_LAZY : MIG_DEL_SYNC);
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
@@ -927,7 +1147,8 @@ int migrationDeletesSlot(int slot) {
 
 /* Rollback before the handover: thaw, let go of the manifests. */
 static int migDonorRollbackSlice(migSession *s) {
-    s->write_pause_ms = slotThaw();
+    s->write_pause_ms += slotThaw();
+    migCaptureFree(s);
     migDonorFreeManifests(s);
     migUnpinAll(s);
     return 0;
@@ -1280,6 +1501,8 @@ static void *migDonorThread(void *arg) {
     migSetFd(s, &s->data_fd, -1);
     migClose(conn);
     conn = NULL;
+    /* The bytes have left: writes to the slots run again, recorded. */
+    migRunOnMain(s, migDonorCaptureSlice);
 
     /* 5. The recipient adopts everything (deferred reply of RDMADONE). */
     migSetPhase(s, MIG_PHASE_PATCH);
@@ -1302,8 +1525,11 @@ static void *migDonorThread(void *arg) {
     }
     freeReplyObject(r);
 
-    /* 6. Handover: the recipient first, then here. */
+    /* 6. Handover: the recorded writes replayed there (the slots frozen
+     * again), then the recipient owns the slots, then here. */
     migSetPhase(s, MIG_PHASE_HANDOVER);
+    if (migRunOnMain(s, migDonorReplayBeginSlice) == -1) goto fail;
+    if (migDonorReplay(s, rc) == -1) goto fail;
     migDelay(s, MIG_PHASE_HANDOVER);
     if (migAborting(s)) { migFailAborted(s); goto fail; }
     argv = NULL;
@@ -1391,7 +1617,8 @@ static void migDonorFinish(migSession *s) {
         if (ok) {
             migAddReplyFigures(c, 0, "done", s->transport, s->nslots, s->keys,
                 s->bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-                s->bytes_serialized, s->phase_ms, s->write_pause_ms, 0, s->role, "", "", NULL);
+                s->bytes_serialized, s->phase_ms, s->write_pause_ms, s->writes_replayed,
+                0, s->role, "", "", NULL);
         } else {
             addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
                 "back to STABLE, the slots and their keys are still here",
@@ -1561,9 +1788,12 @@ static int migRecipientRollbackSlice(migSession *s) {
     if (s->rb_stage == 0) {
         for (int i = 0; i < s->nmig; i++) {
             migSlot *ms = &s->slots[i];
+            /* Replayed writes may have put memory of any key outside
+             * the blocks: then every key is freed one by one. */
             ms->bulk = ms->has_keys && ms->keys.keys_in_heap == 0 &&
                        ms->adopted == (int)ms->nblocks &&
-                       countKeysInSlot(ms->slot) <= ms->keys.linked;
+                       countKeysInSlot(ms->slot) <= ms->keys.linked &&
+                       s->writes_replayed == 0;
         }
         s->rb_stage = 1;
         s->stage = s->cursor = 0;
@@ -1856,14 +2086,16 @@ static void migStatusCommand(client *c) {
         migAddReplyFigures(c, 1, migPhaseName[s->phase],
             s->transport[0] ? s->transport : migKindName(s->kind), s->nslots,
             s->keys, bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-            s->bytes_serialized, phase_ms, s->write_pause_ms, mstime() - s->start_ms, s->role, "running",
+            s->bytes_serialized, phase_ms, s->write_pause_ms, s->writes_replayed,
+            mstime() - s->start_ms, s->role, "running",
             migLastName[migLast.last], migLast.last_error);
     } else {
         migAddReplyFigures(c, 1, "idle", migLast.last_transport[0] ? migLast.last_transport : "none",
             migLast.slots, migLast.keys, migLast.bytes, migLast.bytes_total,
             migLast.keys_zero_copy, migLast.keys_serialized, migLast.bytes_serialized,
             migLast.phase_ms,
-            migLast.write_pause_ms, migLast.elapsed_ms, MIG_ROLE_NONE, "idle",
+            migLast.write_pause_ms, migLast.writes_replayed, migLast.elapsed_ms,
+            MIG_ROLE_NONE, "idle",
             migLastName[migLast.last], migLast.last_error);
     }
 }
@@ -2327,6 +2559,107 @@ void rdmaDoneCommand(client *c) {
     migBlock(c);
 }
 
+/* RDMAREPLAY <argc> <arg>... [<argc> <arg>...]: the writes the donor's
+ * clients made to the slots since the transfer, in the form the donor
+ * propagated them, applied here in order once every key is linked and
+ * before the handover. Everything is checked before anything is applied
+ * (each command exists, is a write, has the right arity and only keys of
+ * the import's slots); a command that then fails fails the import, whose
+ * rollback drops what the replay did too. The commands go to this node's
+ * replicas and AOF after the RESTOREs of the linked keys. Replies the
+ * number of commands applied. */
+void rdmaReplayCommand(client *c) {
+    migSession *s = migRecipientOf(c);
+    struct redisCommand **cmds;
+    int ncmds = 0, j;
+
+    if (s == NULL) return;
+    cmds = zmalloc(sizeof(*cmds) * c->argc);
+    for (j = 1; j < c->argc; ) {
+        long long n;
+        struct redisCommand *cmd;
+        getKeysResult result = GETKEYS_RESULT_INIT;
+        int numkeys, bad = 0;
+
+        if (getLongLongFromObject(c->argv[j], &n) != C_OK || n < 1 || n > c->argc - j - 1) {
+            addReplyErrorFormat(c, "RDMAREPLAY: command %d: '%s' is not an argument "
+                "count between 1 and the %d arguments left", ncmds + 1,
+                (char *)c->argv[j]->ptr, c->argc - j - 1);
+            goto err;
+        }
+        cmd = lookupCommand(c->argv + j + 1, (int)n);
+        if (cmd == NULL || !(cmd->flags & CMD_WRITE) || (cmd->flags & CMD_MODULE)) {
+            addReplyErrorFormat(c, "RDMAREPLAY: command %d: '%s' is not a write "
+                "command of this server", ncmds + 1, (char *)c->argv[j + 1]->ptr);
+            goto err;
+        }
+        if ((cmd->arity > 0 && cmd->arity != n) || n < -cmd->arity) {
+            addReplyErrorFormat(c, "RDMAREPLAY: command %d: wrong number of "
+                "arguments for '%s'", ncmds + 1, cmd->fullname);
+            goto err;
+        }
+        numkeys = getKeysFromCommand(cmd, c->argv + j + 1, (int)n, &result);
+        for (int k = 0; k < numkeys && !bad; k++) {
+            robj *key = c->argv[j + 1 + result.keys[k].pos];
+            if (!sdsEncodedObject(key) ||
+                !migSlotIsSet(s->bitmap, keyHashSlot(key->ptr, (int)sdslen(key->ptr)))) bad = 1;
+        }
+        getKeysFreeResult(&result);
+        if (numkeys == 0 || bad) {
+            addReplyErrorFormat(c, "RDMAREPLAY: command %d ('%s') %s", ncmds + 1,
+                cmd->fullname, numkeys ? "names a key of a slot this import does "
+                "not hold" : "names no key");
+            goto err;
+        }
+        cmds[ncmds++] = cmd;
+        j += 1 + (int)n;
+    }
+    if (ncmds == 0) {
+        addReplyError(c, "RDMAREPLAY needs at least one command");
+        goto err;
+    }
+    if (!s->linked_all) {
+        addReplyError(c, "RDMAREPLAY before RDMADONE completed");
+        goto err;
+    }
+
+    client *fc = createClient(NULL);
+    fc->flags |= CLIENT_DENY_BLOCKING;
+    int i = 0;
+    for (j = 1; j < c->argc; i++) {
+        int n = (int)strtol(c->argv[j]->ptr, NULL, 10);
+        long long errors = server.stat_total_error_replies;
+        fc->argv = zmalloc(sizeof(robj *) * n);
+        fc->argv_len = fc->argc = n;
+        for (int k = 0; k < n; k++) {
+            fc->argv[k] = c->argv[j + 1 + k];
+            incrRefCount(fc->argv[k]);
+        }
+        fc->cmd = fc->lastcmd = fc->realcmd = cmds[i];
+        call(fc, CMD_CALL_FULL);
+        freeClientArgv(fc);
+        if (server.stat_total_error_replies != errors) {
+            migFail(s, "RDMAREPLAY: command %d ('%s') failed here", i + 1, cmds[i]->fullname);
+            addReplyErrorFormat(c, "RDMAREPLAY: %s; the import rolls back", s->error);
+            freeClient(fc);
+            s->writes_replayed += i + 1;
+            goto err;
+        }
+        s->writes_replayed++;
+        j += 1 + n;
+    }
+    freeClient(fc);
+    /* Not RDMAREPLAY itself: the commands it ran are propagated. */
+    preventCommandPropagation(c);
+    addReplyLongLong(c, ncmds);
+    zfree(cmds);
+    return;
+
+err:
+    preventCommandPropagation(c);
+    zfree(cmds);
+}
+
 /* ============================ Hooks and INFO ============================== */
 
 void migrationClientUnblocked(client *c) {
@@ -2368,10 +2701,12 @@ sds migrationGenInfo(sds info) {
         "migration_last_bytes:%lld\r\n"
         "migration_last_ms:%lld\r\n"
         "migration_last_write_pause_ms:%lld\r\n"
+        "migration_last_writes_replayed:%lld\r\n"
         "migration_total_migrations:%lld\r\n"
         "migration_total_failed:%lld\r\n"
         "migration_total_keys:%lld\r\n"
         "migration_total_bytes:%lld\r\n"
+        "migration_total_writes_replayed:%lld\r\n"
         "migration_rdma_wr_posted:%llu\r\n"
         "migration_rdma_chains_posted:%llu\r\n"
         "migration_rdma_bytes_written:%llu\r\n"
@@ -2387,7 +2722,9 @@ sds migrationGenInfo(sds info) {
         migLast.last_error ? migLast.last_error : "",
         migLast.last_transport[0] ? migLast.last_transport : "none",
         migLast.keys, migLast.bytes, migLast.elapsed_ms, migLast.write_pause_ms,
+        migLast.writes_replayed,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
+        migLast.total_writes_replayed,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
 }

@@ -10,12 +10,14 @@
 #include "sds.h"
 
 struct client;
+struct redisObject;
 
 /* Commands (their JSON is in src/commands/). */
 void rdmaMigrateSlotsCommand(struct client *c);
 void initRdmaServerCommand(struct client *c);
 void rdmaRegisterCommand(struct client *c);
 void rdmaDoneCommand(struct client *c);
+void rdmaReplayCommand(struct client *c);
 
 /* blocked.c: a client blocked by a migration command is being unblocked
  * (disconnected, CLIENT UNBLOCK...): forget it, the migration goes on. */
@@ -27,6 +29,11 @@ void migrationReplyUnblocked(struct client *c);
 int migrationDeletesSlot(int slot);
 /* clustersetslots.c: a slot of the running import. */
 int migrationImportsSlot(int slot);
+
+/* server.c, shouldPropagate() and propagateNow(): a donor records the
+ * writes to its migrating slots between its transfer and its handover. */
+int migrationCapturing(void);
+void migrationPropagated(int dbid, struct redisObject **argv, int argc, int target);
 
 /* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
 sds migrationGenInfo(sds info);

@@ -17,6 +17,13 @@
  *    deleted (expireIfNeeded, active expiry), as during CLIENT PAUSE.
  *  - eviction: keys of frozen slots are skipped (performEvictions).
  *
+ * A freeze can be relaxed (slotFreezeRelax): then the slots' keys are
+ * written, expired and evicted as usual again, and only keyless writes
+ * (FLUSHALL, EVAL with no keys...) keep waiting. A migration relaxes its
+ * freeze once the bytes have left (the writes that follow are recorded and
+ * replayed on the recipient, migration.c) and freezes again, briefly, for
+ * that replay and the handover.
+ *
  * A freeze has a deadline: if whoever froze the slots does not thaw them in
  * time, serverCron does, so a stuck migration cannot stop writes forever.
  * The time writes were held is reported (INFO migration, later; the
@@ -36,6 +43,7 @@
 static struct {
     unsigned char slots[CLUSTER_SLOTS / 8];
     int nslots;
+    int relaxed;                /* Only keyless writes wait (slotFreezeRelax). */
     mstime_t since;             /* When the current freeze started. */
     mstime_t deadline;          /* Thawed by the cron at this time. */
     long long postponed;        /* Commands held by this freeze. */
@@ -47,8 +55,14 @@ int slotFreezeActive(void) {
     return sf.nslots != 0;
 }
 
+/* Whether the keys of this slot are frozen (a relaxed freeze leaves them
+ * alone). */
 int slotFreezeIsFrozen(int slot) {
-    return sf.nslots && ((sf.slots[slot >> 3] >> (slot & 7)) & 1);
+    return sf.nslots && !sf.relaxed && ((sf.slots[slot >> 3] >> (slot & 7)) & 1);
+}
+
+static int slotFreezeInSet(int slot) {
+    return (sf.slots[slot >> 3] >> (slot & 7)) & 1;
 }
 
 /* An sds key of the keyspace. */
@@ -61,12 +75,11 @@ int slotFreezeKeyIsFrozen(sds key) {
  * for at most max_ms. Slots already frozen stay frozen; the deadline is
  * the later one. */
 void slotFreeze(const unsigned char *slots, long long max_ms) {
-    if (!sf.nslots) {
-        sf.since = mstime();
-        sf.postponed = 0;
-    }
+    if (!sf.nslots) sf.postponed = 0;
+    if (!sf.nslots || sf.relaxed) sf.since = mstime();
+    sf.relaxed = 0;
     for (int j = 0; j < CLUSTER_SLOTS; j++) {
-        if (((slots[j >> 3] >> (j & 7)) & 1) && !slotFreezeIsFrozen(j)) {
+        if (((slots[j >> 3] >> (j & 7)) & 1) && !slotFreezeInSet(j)) {
             sf.slots[j >> 3] |= 1 << (j & 7);
             sf.nslots++;
         }
@@ -75,18 +88,36 @@ void slotFreeze(const unsigned char *slots, long long max_ms) {
 }
 
 /* Thaw every slot and let the postponed clients run again. Returns how long
- * the freeze lasted, in ms. */
+ * the keys were frozen since the freeze began or last stopped being
+ * relaxed, in ms (0 if it was relaxed). */
 long long slotThaw(void) {
     mstime_t lasted;
 
     if (!sf.nslots) return 0;
-    lasted = mstime() - sf.since;
+    lasted = sf.relaxed ? 0 : mstime() - sf.since;
     memset(sf.slots, 0, sizeof(sf.slots));
     sf.nslots = 0;
+    sf.relaxed = 0;
     sf.deadline = 0;
     sf.total_ms += lasted;
     /* Also wakes clients held by CLIENT PAUSE: they check again and block
      * again if that pause still holds. */
+    unblockPostponedClients();
+    return lasted;
+}
+
+/* Relax the freeze: the frozen slots' keys may be written, expired and
+ * evicted again; keyless writes still wait (they could touch any slot) until
+ * slotThaw(), or until slotFreeze() freezes the keys again. The postponed
+ * clients run again (keyless ones block again). Returns how long the keys
+ * were frozen, in ms. */
+long long slotFreezeRelax(void) {
+    mstime_t lasted;
+
+    if (!sf.nslots || sf.relaxed) return 0;
+    lasted = mstime() - sf.since;
+    sf.total_ms += lasted;
+    sf.relaxed = 1;
     unblockPostponedClients();
     return lasted;
 }
@@ -113,7 +144,7 @@ static int slotFreezeCommandWaits(struct redisCommand *cmd, uint64_t flags,
         /* FLUSHALL, EVAL without keys...: anything could be touched. */
         waits = !(cmd->flags & CMD_PUBSUB);
     }
-    for (int j = 0; j < numkeys && !waits; j++) {
+    for (int j = 0; j < numkeys && !waits && !sf.relaxed; j++) {
         sds key = argv[result.keys[j].pos]->ptr;
         if (sdsEncodedObject(argv[result.keys[j].pos]) && slotFreezeKeyIsFrozen(key))
             waits = 1;
@@ -153,7 +184,8 @@ sds slotFreezeGenInfo(sds info) {
         "migration_frozen_ms:%lld\r\n"
         "migration_postponed_commands:%lld\r\n"
         "migration_total_frozen_ms:%lld\r\n",
-        sf.nslots, sf.nslots ? (long long)(mstime() - sf.since) : 0,
+        sf.relaxed ? 0 : sf.nslots,
+        sf.nslots && !sf.relaxed ? (long long)(mstime() - sf.since) : 0,
         sf.total_postponed, sf.total_ms);
 }
 

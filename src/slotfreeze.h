@@ -15,6 +15,7 @@ struct redisObject;
 
 void slotFreeze(const unsigned char *slots, long long max_ms);
 long long slotThaw(void);
+long long slotFreezeRelax(void);
 int slotFreezeActive(void);
 int slotFreezeIsFrozen(int slot);
 int slotFreezeKeyIsFrozen(sds key);

@@ -1,0 +1,241 @@
+# migration-write-replay (src/migration.c, "Recorded writes"; slotfreeze.c,
+# slotFreezeRelax): once a donor's bytes have left, writes to the migrating
+# slots run on the donor again, are recorded as the donor propagates them,
+# and the recipient applies them (RDMAREPLAY) before the handover. What a
+# user relies on:
+#
+# 1. On by default. While the recipient checks and links (the donor is held
+#    there with DEBUG MIGRATION-DELAY patch), writes of every type, new
+#    keys, deletes, TTL changes, expiries, a script, a transaction and a big
+#    value are answered at once, none is postponed; afterwards the recipient
+#    holds exactly what the donor held (per-key DEBUG DIGEST-VALUE, DUMP,
+#    TTL), the donor none of it, and each replica what its master holds.
+# 2. A migration that fails after such writes (CANCEL) leaves them all on
+#    the donor, and the recipient holds nothing; moving the slots again
+#    then moves them.
+# 3. With migration-write-replay no, those writes wait for the handover.
+# 4. RDMAREPLAY refuses bad input with a precise error and changes nothing.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+# Writes to node n touching 'keys' (of any type) and new keys; returns the
+# number of write commands sent. Every reply must be a success.
+proc mr_write_all {n keys newkeys} {
+    set sent 0
+    foreach k $keys {
+        switch [R $n type $k] {
+            string {
+                if {[string is integer -strict [R $n get $k]]} { R $n incrby $k 7 } else { R $n append $k "+w" }
+            }
+            list { R $n rpush $k w1 w2; R $n lpop $k; incr sent }
+            set { R $n sadd $k w1 w2; R $n srem $k w1; incr sent }
+            zset { R $n zadd $k 1.5 w1; R $n zincrby $k 2 w1; incr sent }
+            hash { R $n hset $k wf wv; R $n hincrby $k wn 3; incr sent }
+            stream { R $n xadd $k * wf wv; R $n xtrim $k maxlen 1000; incr sent }
+            none { continue }
+        }
+        incr sent
+    }
+    foreach k $newkeys {
+        switch [expr {$sent % 3}] {
+            0 { R $n set $k new-$k }
+            1 { R $n hset $k f1 v1 f2 v2 }
+            2 { R $n rpush $k a b c }
+        }
+        incr sent
+    }
+    return $sent
+}
+
+start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+    # Node 0 serves 0-8191, node 1 8192-16383; node 2 replicates node 0,
+    # node 3 node 1.
+    mg_fast_clients
+
+    test {migration-write-replay: on by default; a bad value is refused} {
+        assert_equal yes [lindex [R 0 config get migration-write-replay] 1]
+        catch {R 0 config set migration-write-replay maybe} err
+        assert_match {*argument must be 'yes' or 'no'*} $err
+        assert_equal yes [lindex [R 0 config get migration-write-replay] 1]
+    }
+
+    test {migration-write-replay: writes after the transfer are answered at once and reach the recipient and its replica} {
+        wait_for_condition 100 100 {
+            [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
+        } else {
+            fail "replicas not in sync"
+        }
+        set W {0-999}
+        set Wset [mg_slotset $W]
+        set keys [mg_fill 0 r 300 $Wset]
+        lappend keys {*}[mg_fill_big 0 r $Wset]
+        set others [mg_fill 0 o 50 [mg_slotset 2000-2999]]
+        set tag [mg_tag $Wset]
+        set short [mg_names r:short 5 $Wset]
+        foreach k $short { R 0 set $k v px 100000 }
+        set newkeys [mg_names r:new 30 $Wset]
+        set doomed [lrange $keys 0 9]
+        set written [lrange $keys 10 99]
+        set postponed [mg_info 0 migration_postponed_commands]
+        set totals [mg_info 0 migration_total_writes_replayed]
+
+        R 0 debug migration-delay patch 2000
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 patch
+        set t0 [clock milliseconds]
+        set sent [mr_write_all 0 $written $newkeys]
+        foreach k $doomed { R 0 del $k }
+        # TTLs set, removed, and reached (the expired key's DEL is a write).
+        R 0 pexpire [lindex $written 0] 500000
+        R 0 persist [lindex $written 1]
+        foreach k $short { R 0 pexpire $k 1 }
+        after 20
+        foreach k $short { assert_equal 0 [R 0 exists $k] }
+        R 0 incrbyfloat r:{$tag}:float 1.5
+        R 0 eval {redis.call('set', KEYS[1], 'from-a-script'); return redis.call('lpush', KEYS[2], 'x')} 2 \
+            r:{$tag}:script r:{$tag}:scriptlist
+        R 0 multi
+        R 0 set r:{$tag}:tx1 a
+        R 0 rename r:{$tag}:tx1 r:{$tag}:tx2
+        R 0 exec
+        R 0 set r:{$tag}:big [string repeat x 3000000]
+        set took [expr {[clock milliseconds] - $t0}]
+        # Still in the patch phase: nothing waited for the handover.
+        assert_equal patch [dict get [mg_status 0] phase]
+        assert_equal $postponed [mg_info 0 migration_postponed_commands]
+
+        # What the donor holds now is what the recipient must hold.
+        set present {}
+        foreach k [concat $keys $newkeys [list r:{$tag}:float r:{$tag}:script r:{$tag}:scriptlist r:{$tag}:tx2 r:{$tag}:big]] {
+            if {[lsearch -exact $doomed $k] < 0} { lappend present $k }
+        }
+        set snap [mg_snapshot 0 $present]
+        set gone [concat $doomed $short [list r:{$tag}:tx1]]
+
+        set failed [catch {$rd read} reply]
+        $rd close
+        R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
+        puts "writes after the transfer answered in $took ms; reply $reply"
+        mg_assert_reply $reply 1000 [dict get $reply keys]
+        # Every write to the slots was replayed (the script and the
+        # transaction count their commands, the expiries their DELs).
+        assert {[dict get $reply writes_replayed] >= $sent + [llength $doomed] + [llength $short] + 8}
+        assert_equal [dict get $reply writes_replayed] [mg_info 0 migration_last_writes_replayed]
+        assert_equal [expr {$totals + [dict get $reply writes_replayed]}] [mg_info 0 migration_total_writes_replayed]
+        # The 2 s in patch were not part of the pause.
+        assert {[dict get $reply write_pause_ms] < 1500}
+
+        mg_assert_owner 1 $W
+        mg_assert_keys 1 $snap
+        mg_assert_absent 1 $gone
+        mg_assert_absent 0 [concat $present $gone]
+        foreach k $others { assert_equal 1 [R 0 exists $k] }
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        assert_equal [R 0 debug digest] [R 2 debug digest]
+        assert_equal [R 1 debug digest] [R 3 debug digest]
+        assert_equal [R 1 dbsize] [R 3 dbsize]
+        mg_cluster_check 0
+        # Back, for the next test.
+        mg_migrate 1 0 $W
+        mg_wait_converged
+        mg_assert_keys 0 $snap
+    }
+
+    test {migration-write-replay: a migration that fails after the writes leaves them on the donor} {
+        set W {1000-1999}
+        set Wset [mg_slotset $W]
+        set keys [mg_fill 0 c 200 $Wset]
+        set newkeys [mg_names c:new 20 $Wset]
+        R 0 debug migration-delay patch 3000
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 patch
+        mr_write_all 0 [lrange $keys 0 99] $newkeys
+        R 0 del [lindex $keys 150]
+        set snap [mg_snapshot 0 [concat [lrange $keys 0 149] [lrange $keys 151 end] $newkeys]]
+        assert_equal OK [R 0 rdmamigrateslots cancel]
+        catch {$rd read} err
+        $rd close
+        R 0 debug migration-delay reset
+        assert_match {*cancel*} $err
+        mg_wait_idle 0
+        mg_wait_idle 1
+        mg_assert_owner 0 $W
+        mg_assert_keys 0 $snap
+        mg_assert_absent 0 [list [lindex $keys 150]]
+        mg_assert_absent 1 [concat $keys $newkeys]
+        # Moved again, with no writes in between: the same keys arrive.
+        set reply [mg_migrate 0 1 $W]
+        assert_equal 0 [dict get $reply writes_replayed]
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 [concat $keys $newkeys]
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        assert_equal [R 0 debug digest] [R 2 debug digest]
+        assert_equal [R 1 debug digest] [R 3 debug digest]
+    }
+
+    test {migration-write-replay no: writes to the slots wait for the handover} {
+        R 0 config set migration-write-replay no
+        set W {2500-2599}
+        set Wset [mg_slotset $W]
+        set keys [mg_fill 0 n 50 $Wset]
+        set k [lindex [mg_names n:w 1 $Wset] 0]
+        set postponed [mg_info 0 migration_postponed_commands]
+        R 0 debug migration-delay patch 1000
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 patch
+        set wr [redis_deferring_client -0]
+        $wr set $k v
+        wait_for_condition 50 20 {
+            [mg_info 0 migration_postponed_commands] > $postponed
+        } else {
+            fail "the write was not postponed"
+        }
+        set reply [$rd read]
+        $rd close
+        R 0 debug migration-delay reset
+        R 0 config set migration-write-replay yes
+        assert_equal 0 [dict get $reply writes_replayed]
+        assert {[dict get $reply write_pause_ms] >= 900}
+        # Held until the handover, then redirected: never lost, never an error.
+        catch {$wr read} res
+        $wr close
+        assert_match "MOVED * *:[srv -1 port]" $res
+        assert_equal 0 [R 1 exists $k]
+        mg_wait_converged
+        mg_migrate 1 0 $W
+        mg_wait_converged
+    }
+
+    test {RDMAREPLAY: misuse is refused with a precise error and changes nothing} {
+        set h1 [srv -1 host]; set p1 [srv -1 port]
+        set before [list [mg_state 0] [mg_state 1]]
+        mg_assert_err {INITRDMASERVER first} {R 1 rdmareplay 3 set k v}
+        mg_assert_err {wrong number} {R 1 rdmareplay 1}
+        set in [lindex [mg_names m:in 1 [mg_slotset 100]] 0]
+        set out [lindex [mg_names m:out 1 [mg_slotset 101]] 0]
+        set c [redis $h1 $p1 0 $::tls]
+        set failed [catch {
+            $c initrdmaserver 0 100 transport tcp timeout 10000
+            mg_assert_err {not an argument count} {$c rdmareplay 0 set $in v}
+            mg_assert_err {not an argument count} {$c rdmareplay 4 set $in v}
+            mg_assert_err {not an argument count} {$c rdmareplay x set $in v}
+            mg_assert_err {not a write command} {$c rdmareplay 2 get $in}
+            mg_assert_err {not a write command} {$c rdmareplay 2 nosuchcommand $in}
+            mg_assert_err {wrong number of arguments for 'set'} {$c rdmareplay 2 set $in}
+            mg_assert_err {names no key} {$c rdmareplay 1 flushall}
+            mg_assert_err {names a key of a slot this import does not hold} {$c rdmareplay 3 set $out v}
+            # The second command is bad: the first is not applied either.
+            mg_assert_err {command 2} {$c rdmareplay 3 set $in v 3 set $out v}
+            mg_assert_err {before RDMADONE} {$c rdmareplay 3 set $in v}
+        } err]
+        $c close
+        mg_wait_idle 1
+        if {$failed} { error $err }
+        assert_equal $before [list [mg_state 0] [mg_state 1]]
+    }
+}
