@@ -32,7 +32,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     set h2 [srv -2 host]; set p2 [srv -2 port]
 
     test {RDMAMIGRATESLOTS: COMMAND DOCS and COMMAND INFO describe the commands} {
-        foreach cmd {rdmamigrateslots initrdmaserver rdmaregister rdmadone} {
+        foreach cmd {rdmamigrateslots initrdmaserver rdmaregister rdmadone rdmareplay} {
             set docs [dict get [R 0 command docs $cmd] $cmd]
             assert {[string length [dict get $docs summary]] > 10}
             set info [lindex [R 0 command info $cmd] 0]
@@ -191,6 +191,7 @@ start_server {tags {external:skip rdmamig}} {
         mg_assert_err {cluster} {r initrdmaserver 0 100}
         mg_assert_err {cluster} {r rdmaregister 0 1 4096 1 4096 65536 65536}
         mg_assert_err {cluster} {r rdmadone 0}
+        mg_assert_err {cluster} {r rdmareplay 3 set k v}
         assert_equal v [r get k]
     }
 }
