@@ -241,7 +241,7 @@ void cliMigStatsInit(cliMigStats *s) {
     s->slots = s->keys = s->bytes = s->bytes_total = -1;
     s->keys_zero_copy = s->keys_serialized = -1;
     s->prepare_ms = s->transfer_ms = s->patch_ms = s->handover_ms = -1;
-    s->delete_ms = s->write_pause_ms = s->elapsed_ms = -1;
+    s->delete_ms = s->write_pause_ms = s->writes_replayed = s->elapsed_ms = -1;
 }
 
 /* The numeric fields we know, by name. */
@@ -263,6 +263,7 @@ static long long *cliMigStatsField(cliMigStats *s, const char *name,
         {"handover_ms", offsetof(cliMigStats, handover_ms)},
         {"delete_ms", offsetof(cliMigStats, delete_ms)},
         {"write_pause_ms", offsetof(cliMigStats, write_pause_ms)},
+        {"writes_replayed", offsetof(cliMigStats, writes_replayed)},
         {"elapsed_ms", offsetof(cliMigStats, elapsed_ms)},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
@@ -363,8 +364,8 @@ char *cliMigFormatProgress(const cliMigStats *s, double elapsed_s) {
  *
  *   [OK] 1365 slots from 127.0.0.1:7000 to 127.0.0.1:7003: 10000 keys,
  *   12.3 MB in 0.52 s (23.6 MB/s) over tcp; prepare 10 ms, transfer 300 ms,
- *   patch 100 ms, handover 5 ms, delete 20 ms; writes paused 40 ms; keys
- *   9000 zero-copy, 1000 serialized
+ *   patch 100 ms, handover 5 ms, delete 20 ms; writes paused 40 ms, 7
+ *   replayed; keys 9000 zero-copy, 1000 serialized
  *
  * (one line). elapsed_s is the wall time of the call seen by the client.
  * Fields the server did not report are left out. Returns a malloc'ed
@@ -401,6 +402,8 @@ char *cliMigFormatSummary(const cliMigStats *s, const char *from,
     }
     if (s->write_pause_ms >= 0)
         cliAppend(out, cap, "; writes paused %lld ms", s->write_pause_ms);
+    if (s->write_pause_ms >= 0 && s->writes_replayed >= 0)
+        cliAppend(out, cap, ", %lld replayed", s->writes_replayed);
     if (s->keys_zero_copy >= 0 || s->keys_serialized >= 0) {
         cliAppend(out, cap, "; keys");
         if (s->keys_zero_copy >= 0)
@@ -627,20 +630,20 @@ static void ctStats(void) {
         "bytes", "12345678", "keys_zero_copy", "9000",
         "keys_serialized", "1000", "prepare_ms", "10", "transfer_ms", "300",
         "patch_ms", "100", "handover_ms", "5", "delete_ms", "20",
-        "write_pause_ms", "40", NULL};
-    CT_CHECK(ctSet(&s, final) == 12);
+        "write_pause_ms", "40", "writes_replayed", "7", NULL};
+    CT_CHECK(ctSet(&s, final) == 13);
     CT_CHECK(s.slots == 1365 && s.keys == 10000 && s.bytes == 12345678);
     CT_CHECK(s.keys_zero_copy == 9000 && s.keys_serialized == 1000);
     CT_CHECK(s.prepare_ms == 10 && s.delete_ms == 20 &&
-             s.write_pause_ms == 40);
+             s.write_pause_ms == 40 && s.writes_replayed == 7);
     CT_STREQ(s.transport, "tcp");
     char *sum = cliMigFormatSummary(&s, "127.0.0.1:7000", "127.0.0.1:7003",
                                     0.5);
     CT_STREQ(sum, "[OK] 1365 slots from 127.0.0.1:7000 to 127.0.0.1:7003: "
                   "10000 keys, 12.3 MB in 0.50 s (24.7 MB/s) over tcp; "
                   "prepare 10 ms, transfer 300 ms, patch 100 ms, "
-                  "handover 5 ms, delete 20 ms; writes paused 40 ms; "
-                  "keys 9000 zero-copy, 1000 serialized");
+                  "handover 5 ms, delete 20 ms; writes paused 40 ms, "
+                  "7 replayed; keys 9000 zero-copy, 1000 serialized");
     free(sum);
 
     /* Defensive: unknown fields, bad numbers, odd case, binary junk. */

@@ -56,7 +56,7 @@ typedef struct cliMigStats {
     long long slots, keys, bytes, bytes_total;
     long long keys_zero_copy, keys_serialized;
     long long prepare_ms, transfer_ms, patch_ms, handover_ms, delete_ms;
-    long long write_pause_ms, elapsed_ms;
+    long long write_pause_ms, writes_replayed, elapsed_ms;
 } cliMigStats;
 
 void cliMigStatsInit(cliMigStats *s);
