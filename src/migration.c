@@ -543,6 +543,13 @@ static void migDonorFreeManifests(migSession *s) {
     for (int i = 0; i < s->nmig; i++) migSlotFreeManifest(&s->slots[i]);
 }
 
+/* CLIENT PAUSE (CLUSTER FAILOVER pauses writes too): the dataset must not
+ * change and nothing may be propagated (propagateNow() asserts it), so the
+ * slices that delete or link keys wait for its end. */
+static int migClientsPaused(void) {
+    return checkClientPauseTimeoutAndReturnIfPaused();
+}
+
 /* Outside a command, what is propagated goes out one command at a time
  * (as in the expire cycle): wrap a batch of migDeleteKey() calls. */
 static int migPropagateBegin(void) {
@@ -1032,6 +1039,7 @@ static int migDonorDeleteSlice(migSession *s) {
     mstime_t lat;
     int n = 0, prev_core, more = 1;
 
+    if (migClientsPaused()) return 1;
     elapsedStart(&start);
     latencyStartMonitor(lat);
     if (s->delete_stage == 0 && server.masterhost) {
@@ -1783,6 +1791,7 @@ static int migRecipientRollbackSlice(migSession *s) {
     mstime_t lat;
     int n = 0, more = 1;
 
+    if (migClientsPaused()) return 1;
     elapsedStart(&start);
     latencyStartMonitor(lat);
     if (s->rb_stage == 0) {
@@ -1958,7 +1967,7 @@ static int migRecipientTick(migSession *s) {
     }
 
     /* Patched: link in slices, then answer RDMADONE. */
-    if (s->patched && !s->linked_all) {
+    if (s->patched && !s->linked_all && !migClientsPaused()) {
         if (s->phase != MIG_PHASE_LINK) {
             if (s->thread_started) pthread_join(s->thread, NULL);
             s->thread_started = 0;

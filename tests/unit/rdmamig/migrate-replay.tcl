@@ -14,7 +14,10 @@
 #    the donor, and the recipient holds nothing; moving the slots again
 #    then moves them.
 # 3. With migration-write-replay no, those writes wait for the handover.
-# 4. RDMAREPLAY refuses bad input with a precise error and changes nothing.
+# 4. A CLIENT PAUSE WRITE on either node (a manual failover pauses writes
+#    too) holds the migration's links, replay and deletes until it ends;
+#    nothing crashes and nothing is lost.
+# 5. RDMAREPLAY refuses bad input with a precise error and changes nothing.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -45,6 +48,13 @@ proc mr_write_all {n keys newkeys} {
         incr sent
     }
     return $sent
+}
+
+# How many keys node n holds in the slots of ranges (whoever owns them).
+proc mr_keys_in {n ranges} {
+    set total 0
+    foreach slot [mg_expand $ranges] { incr total [R $n cluster countkeysinslot $slot] }
+    return $total
 }
 
 start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
@@ -210,6 +220,40 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_converged
         mg_migrate 1 0 $W
         mg_wait_converged
+    }
+
+    test {CLIENT PAUSE WRITE on both nodes during a migration (a manual failover pauses writes too): its links, replay and deletes wait, nothing crashes} {
+        set W {3000-3099}
+        set Wset [mg_slotset $W]
+        set keys [mg_fill 0 p 200 $Wset]
+        set newk [lindex [mg_names p:new 1 $Wset] 0]
+        R 0 debug migration-delay patch 1000
+        R 0 debug migration-delay delete 1000
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 patch
+        R 0 set $newk v
+        set snap [mg_snapshot 0 [concat $keys [list $newk]]]
+        # The recipient pauses writes: nothing may be linked (its RESTOREs
+        # go to its replica) or replayed until the pause ends.
+        R 1 client pause 2000 write
+        after 1500
+        assert_equal 0 [mr_keys_in 1 $W]
+        assert {[dict get [mg_status 0] phase] in {patch handover}}
+        mg_wait_phase 0 delete
+        # The donor pauses writes: its deletes (DELs to its replica) wait.
+        R 0 client pause 1500 write
+        set failed [catch {$rd read} reply]
+        $rd close
+        R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
+        assert {[dict get $reply writes_replayed] >= 1}
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 [concat $keys [list $newk]]
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        assert_equal [R 0 debug digest] [R 2 debug digest]
+        assert_equal [R 1 debug digest] [R 3 debug digest]
     }
 
     test {RDMAREPLAY: misuse is refused with a precise error and changes nothing} {
