@@ -2580,10 +2580,11 @@ void rdmaDoneCommand(client *c) {
 void rdmaReplayCommand(client *c) {
     migSession *s = migRecipientOf(c);
     struct redisCommand **cmds;
-    int ncmds = 0, j;
+    int *argcs, ncmds = 0, j;
 
     if (s == NULL) return;
     cmds = zmalloc(sizeof(*cmds) * c->argc);
+    argcs = zmalloc(sizeof(*argcs) * c->argc);
     for (j = 1; j < c->argc; ) {
         long long n;
         struct redisCommand *cmd;
@@ -2620,7 +2621,8 @@ void rdmaReplayCommand(client *c) {
                 "not hold" : "names no key");
             goto err;
         }
-        cmds[ncmds++] = cmd;
+        cmds[ncmds] = cmd;
+        argcs[ncmds++] = (int)n;
         j += 1 + (int)n;
     }
     if (ncmds == 0) {
@@ -2636,7 +2638,7 @@ void rdmaReplayCommand(client *c) {
     fc->flags |= CLIENT_DENY_BLOCKING;
     int i = 0;
     for (j = 1; j < c->argc; i++) {
-        int n = (int)strtol(c->argv[j]->ptr, NULL, 10);
+        int n = argcs[i];
         long long errors = server.stat_total_error_replies;
         fc->argv = zmalloc(sizeof(robj *) * n);
         fc->argv_len = fc->argc = n;
@@ -2662,11 +2664,13 @@ void rdmaReplayCommand(client *c) {
     preventCommandPropagation(c);
     addReplyLongLong(c, ncmds);
     zfree(cmds);
+    zfree(argcs);
     return;
 
 err:
     preventCommandPropagation(c);
     zfree(cmds);
+    zfree(argcs);
 }
 
 /* ============================ Hooks and INFO ============================== */
