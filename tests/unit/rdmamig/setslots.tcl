@@ -216,8 +216,11 @@ start_cluster 2 0 {tags {external:skip cluster rdmamig}} {
     }
 
     test {CLUSTER SETSLOTS NODE: a master that gives away its last slot becomes a replica} {
-        assert_equal OK [R 1 cluster setslots node $id1 0-16383]
+        # Node 0 first: once node 1 claims the slots, its broadcast can
+        # reach node 0 before the test's next command and make it a replica
+        # by the cluster bus (then SETSLOTS is refused there).
         assert_equal OK [R 0 cluster setslots node $id1 0-16383]
+        assert_equal OK [R 1 cluster setslots node $id1 0-16383]
         wait_for_condition 100 100 {
             [lindex [R 0 role] 0] eq {slave} &&
             [string match "*myself,slave $id1 *" [ss_myself 0]]
