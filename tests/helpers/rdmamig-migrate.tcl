@@ -429,6 +429,16 @@ proc mg_snapshot {n keys} {
 # hash table loaded back may become the compact encoding).
 set ::mg_reencodings {hashtable {hashtable listpack intset} skiplist {skiplist listpack}}
 
+# On a cluster of two masters with a replica each (node 2 replicates node
+# 0, node 3 node 1): once the replicas caught up, each holds exactly what
+# its master holds.
+proc mg_assert_replicas_equal {} {
+    wait_for_ofs_sync [Rn 0] [Rn 2]
+    wait_for_ofs_sync [Rn 1] [Rn 3]
+    assert_equal [R 0 debug digest] [R 2 debug digest]
+    assert_equal [R 1 debug digest] [R 3 debug digest]
+}
+
 # Every key of the snapshot is on node n, the same: type, value digest,
 # DUMP bytes (not for hash tables: their DUMP follows the node's hash seed),
 # encoding (or its re-encoding), expire time within tolerance_ms.

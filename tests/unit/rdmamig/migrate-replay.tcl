@@ -138,10 +138,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_absent 0 [concat $present $gone]
         foreach k $others { assert_equal 1 [R 0 exists $k] }
         mg_wait_converged
-        wait_for_ofs_sync [Rn 0] [Rn 2]
-        wait_for_ofs_sync [Rn 1] [Rn 3]
-        assert_equal [R 0 debug digest] [R 2 debug digest]
-        assert_equal [R 1 debug digest] [R 3 debug digest]
+        mg_assert_replicas_equal
         assert_equal [R 1 dbsize] [R 3 dbsize]
         mg_cluster_check 0
         # Back, for the next test.
@@ -179,10 +176,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_keys 1 $snap
         mg_assert_absent 0 [concat $keys $newkeys]
         mg_wait_converged
-        wait_for_ofs_sync [Rn 0] [Rn 2]
-        wait_for_ofs_sync [Rn 1] [Rn 3]
-        assert_equal [R 0 debug digest] [R 2 debug digest]
-        assert_equal [R 1 debug digest] [R 3 debug digest]
+        mg_assert_replicas_equal
     }
 
     test {migration-write-replay no: writes to the slots wait for the handover} {
@@ -249,10 +243,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_keys 1 $snap
         mg_assert_absent 0 [concat $keys [list $newk]]
         mg_wait_converged
-        wait_for_ofs_sync [Rn 0] [Rn 2]
-        wait_for_ofs_sync [Rn 1] [Rn 3]
-        assert_equal [R 0 debug digest] [R 2 debug digest]
-        assert_equal [R 1 debug digest] [R 3 debug digest]
+        mg_assert_replicas_equal
     }
 
     test {RDMAREPLAY: misuse is refused with a precise error and changes nothing} {
