@@ -28,6 +28,11 @@ struct redisObject;
 struct client;
 
 /* How a key's value travels. */
+/* A keyspace entry's neighbours in its slot's list of keys (cluster mode:
+ * clusterDictEntryMetadata, cluster.h). */
+#define migNextInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->next)
+#define migPrevInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->prev)
+
 #define MIG_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
 #define MIG_PATH_DUMP 2         /* A DUMP payload in the blocks. */
 #define MIG_PATH_INT 3          /* A shared integer: the value itself. */
@@ -66,6 +71,8 @@ typedef struct migAdoptedKey {
     sds key;                    /* In the slot's blocks. */
     struct redisObject *val;
     long long expire;           /* Unix ms, -1: none. */
+    uint64_t hash;              /* dictSdsHash(key), computed off the main
+                                 * thread for migLinkAdopted(). */
 } migAdoptedKey;
 
 typedef struct migAdopted {

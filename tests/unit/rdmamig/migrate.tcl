@@ -430,4 +430,49 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # No ASK: the recipient's copies are never visible before handover.
         assert_equal 0 $asked
     }
+
+    test {RDMAMIGRATESLOTS: a key the recipient was given meanwhile (ASKING) gives way to the donor's copy} {
+        # Slots 1000-1099 go to node 1. While the donor waits before
+        # RDMADONE (nothing linked yet), an operator opens one of them on
+        # node 1 and a client writes there with ASKING: a key the donor is
+        # sending, and a key the donor does not have.
+        set S {1000-1099}
+        set skeys [mg_keys_in $mkeys [mg_slotset $S]]
+        set snap [mg_snapshot 0 $skeys]
+        set victim [lindex $skeys 0]
+        set vslot [mg_keyslot $victim]
+        set extra [lindex [mg_names x:extra 1 [mg_slotset $vslot]] 0]
+        set nv [R 0 cluster countkeysinslot $vslot]
+        set size1 [R 1 dbsize]
+        set donor_id [lindex [split [mg_myself 0] " "] 0]
+
+        R 0 debug migration-delay patch 1000
+        set rdm [mg_migrate_deferred 0 1 $S]
+        mg_wait_phase 0 patch
+        assert_equal OK [R 1 cluster setslot $vslot importing $donor_id]
+        assert_equal OK [R 1 asking]
+        assert_equal OK [R 1 set $victim recipient-copy]
+        assert_equal OK [R 1 asking]
+        assert_equal OK [R 1 set $extra recipient-only]
+        set failed [catch {$rdm read} reply]
+        $rdm close
+        R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
+        mg_assert_reply $reply [llength [mg_expand $S]] [llength $skeys]
+
+        # The donor's copy won; the recipient's own key stayed; the slot's
+        # key list (COUNTKEYSINSLOT, GETKEYSINSLOT) holds both, once.
+        mg_assert_keys 1 $snap
+        assert_equal recipient-only [R 1 get $extra]
+        assert_equal [expr {$nv + 1}] [R 1 cluster countkeysinslot $vslot]
+        assert_equal [lsort [concat [mg_keys_in $skeys [mg_slotset $vslot]] [list $extra]]] \
+            [lsort [R 1 cluster getkeysinslot $vslot 100000]]
+        assert_equal [expr {$size1 + [llength $skeys] + 1}] [R 1 dbsize]
+        assert_equal 0 [R 0 cluster countkeysinslot $vslot]
+        mg_assert_absent 0 $skeys
+        verify_log_message -1 "*existed here already*" 0
+        assert_equal {} [mg_open_slots 1]
+        mg_wait_converged
+        mg_cluster_check 1
+    }
 }
