@@ -230,6 +230,8 @@ typedef struct saPageInfo {
 #define SA_BLOCK_UNUSED 0   /* Descriptor on the free list. */
 #define SA_BLOCK_ACTIVE 1   /* Part of a slot arena. */
 #define SA_BLOCK_DETACHED 2 /* Reserved for a migration, not adopted. */
+#define SA_BLOCK_RETIRED 3  /* Given up, its pages not yet returned
+                             * (slotAllocRetireSlot, slotAllocPurgeRetired). */
 
 typedef struct saBlock {
     char *base;             /* First byte (the header). */
@@ -281,10 +283,11 @@ static struct {
     saBlock **desc;         /* Descriptor chunks, allocated on demand. */
     uint32_t desc_nchunks, desc_next;
     saBlock *desc_free;
+    saBlock *retired;       /* Retired blocks, linked by next. */
     pthread_mutex_t lock;   /* The global lock (see DESIGN). */
     _Atomic(saArena *) arenas[SLOTALLOC_NUM_SLOTS];
     _Atomic size_t blocks, huge_blocks, detached_blocks, cached_empty;
-    _Atomic size_t block_bytes, used_bytes, live, meta_bytes;
+    _Atomic size_t block_bytes, used_bytes, live, meta_bytes, retired_bytes;
 } sa;
 
 static void (*sa_panic_handler)(const char *msg);
@@ -522,29 +525,67 @@ out:
     return b;
 }
 
-/* Give a block's memory back to the OS and its units and descriptor back
- * to the free lists. The block must already be unlinked from its arena. */
-static void saBlockDestroy(saBlock *b) {
+/* The parts of giving a block up. A block is forgotten (no pointer lookup
+ * finds it, it is no block any more in the figures) when it leaves its
+ * arena; its pages go back to the OS (saBlockDropPages); then its units
+ * and descriptor go back to the free lists (saBlockFreeUnits). Done at
+ * once by saBlockDestroy(); a retired block is forgotten at once and the
+ * rest is left to slotAllocPurgeRetired(), for another thread: returning
+ * hundreds of MB of pages is a lot of kernel time. sa.lock is held for
+ * Forget and FreeUnits. */
+static void saBlockForget(saBlock *b) {
     uint32_t u = (b->base - sa.base) >> SA_UNIT_SHIFT, n = b->size >> SA_UNIT_SHIFT;
 
-    if (b->pinfo) {
-        free(b->pinfo);
-        saStatSub(meta_bytes, (size_t)b->npages * sizeof(saPageInfo));
-    }
-    pthread_mutex_lock(&sa.lock);
-    if (madvise(b->base, b->size, MADV_DONTNEED) == -1 ||
-        mprotect(b->base, b->size, PROT_NONE) == -1)
-        saPanic("cannot release block %p: %s", (void *)b->base, strerror(errno));
     for (uint32_t i = 0; i < n; i++)
         atomic_store_explicit(&sa.unit_block[u + i], 0, memory_order_release);
-    saExtFree(u, n);
     saStatSub(blocks, 1);
     saStatSub(block_bytes, b->size);
     if (b->huge) saStatSub(huge_blocks, 1);
     if (b->state == SA_BLOCK_DETACHED) saStatSub(detached_blocks, 1);
+}
+
+static void saBlockDropPages(saBlock *b) {
+    if (madvise(b->base, b->size, MADV_DONTNEED) == -1 ||
+        mprotect(b->base, b->size, PROT_NONE) == -1)
+        saPanic("cannot release block %p: %s", (void *)b->base, strerror(errno));
+}
+
+static void saBlockFreeUnits(saBlock *b) {
+    saExtFree((b->base - sa.base) >> SA_UNIT_SHIFT, b->size >> SA_UNIT_SHIFT);
     b->state = SA_BLOCK_UNUSED;
     b->next = sa.desc_free;
     sa.desc_free = b;
+}
+
+static void saBlockFreeMeta(saBlock *b) {
+    if (b->pinfo) {
+        free(b->pinfo);
+        b->pinfo = NULL;
+        saStatSub(meta_bytes, (size_t)b->npages * sizeof(saPageInfo));
+    }
+}
+
+/* Give a block's memory back to the OS and its units and descriptor back
+ * to the free lists. The block must already be unlinked from its arena. */
+static void saBlockDestroy(saBlock *b) {
+    saBlockFreeMeta(b);
+    pthread_mutex_lock(&sa.lock);
+    saBlockDropPages(b);
+    saBlockForget(b);
+    saBlockFreeUnits(b);
+    pthread_mutex_unlock(&sa.lock);
+}
+
+/* saBlockDestroy() but for the pages and the units, which wait for
+ * slotAllocPurgeRetired(): until then nothing else can use its addresses. */
+static void saBlockRetire(saBlock *b) {
+    saBlockFreeMeta(b);
+    pthread_mutex_lock(&sa.lock);
+    saBlockForget(b);
+    b->state = SA_BLOCK_RETIRED;
+    b->next = sa.retired;
+    sa.retired = b;
+    saStatAdd(retired_bytes, b->size);
     pthread_mutex_unlock(&sa.lock);
 }
 
@@ -685,9 +726,9 @@ static void saSetEmpty(saArena *a, saBlock *b) {
 }
 
 /* Unlink an active block from its arena (its spans and slabs included),
- * drop its counters and release it to the OS. Its allocations, if any,
- * become invalid. */
-static void saArenaReleaseBlock(saArena *a, saBlock *b) {
+ * drop its counters and release it to the OS (retire: leave that to
+ * slotAllocPurgeRetired). Its allocations, if any, become invalid. */
+static void saArenaDropBlock(saArena *a, saBlock *b, int retire) {
     if (!b->huge) {
         uint32_t i = b->hdr_pages;
         while (i < b->npages) {
@@ -715,7 +756,12 @@ static void saArenaReleaseBlock(saArena *a, saBlock *b) {
     a->live -= b->live;
     saStatSub(used_bytes, b->used_bytes);
     saStatSub(live, b->live);
-    saBlockDestroy(b);
+    if (retire) saBlockRetire(b);
+    else saBlockDestroy(b);
+}
+
+static void saArenaReleaseBlock(saArena *a, saBlock *b) {
+    saArenaDropBlock(a, b, 0);
 }
 
 /* A block just lost its last allocation: apply the empty block policy
@@ -1385,25 +1431,68 @@ void slotAllocReleaseBlock(void *addr) {
 }
 
 /* Drop every block of the slot, active and detached, returning the memory
- * to the OS. Every pointer into the slot becomes invalid: the caller makes
- * sure no thread still frees or reads any (e.g. no pending lazyfree job
- * holds objects of this slot). */
-size_t slotAllocReleaseSlot(int slot) {
+ * to the OS (retire: leaving that to slotAllocPurgeRetired). */
+static size_t saReleaseSlot(int slot, int retire) {
     saArena *a;
     size_t used;
 
     if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return 0;
     pthread_mutex_lock(&a->lock);
     used = a->used_bytes;
-    while (a->blocks) saArenaReleaseBlock(a, a->blocks);
+    while (a->blocks) saArenaDropBlock(a, a->blocks, retire);
     while (a->detached) {
         saBlock *b = a->detached;
         saBlockUnlink(&a->detached, b);
-        saBlockDestroy(b);
+        if (retire) saBlockRetire(b);
+        else saBlockDestroy(b);
     }
     a->ndetached = a->detached_bytes = 0;
     pthread_mutex_unlock(&a->lock);
     return used;
+}
+
+/* Drop every block of the slot, active and detached, returning the memory
+ * to the OS. Every pointer into the slot becomes invalid: the caller makes
+ * sure no thread still frees or reads any (e.g. no pending lazyfree job
+ * holds objects of this slot). */
+size_t slotAllocReleaseSlot(int slot) {
+    return saReleaseSlot(slot, 0);
+}
+
+/* slotAllocReleaseSlot(), except that the blocks' pages stay committed
+ * (counted in slotAllocStats.retired_bytes) and their addresses unused
+ * until slotAllocPurgeRetired() returns them: the slot is empty at once,
+ * the kernel's work can be done on another thread. */
+size_t slotAllocRetireSlot(int slot) {
+    return saReleaseSlot(slot, 1);
+}
+
+/* Return the pages of every retired block to the OS, and their addresses
+ * to the free range. Any thread; the kernel calls run without the global
+ * lock (nothing else uses a retired block's addresses). Returns the bytes
+ * returned. */
+size_t slotAllocPurgeRetired(void) {
+    saBlock *list, *b;
+    size_t bytes = 0;
+
+    if (!sa.initialized) return 0;
+    pthread_mutex_lock(&sa.lock);
+    list = sa.retired;
+    sa.retired = NULL;
+    pthread_mutex_unlock(&sa.lock);
+    if (list == NULL) return 0;
+    for (b = list; b; b = b->next) {
+        saBlockDropPages(b);
+        bytes += b->size;
+    }
+    pthread_mutex_lock(&sa.lock);
+    while ((b = list) != NULL) {
+        list = b->next;
+        saBlockFreeUnits(b);
+    }
+    pthread_mutex_unlock(&sa.lock);
+    saStatSub(retired_bytes, bytes);
+    return bytes;
 }
 
 /* Release every slot's cached empty block. Returns the bytes released. */
@@ -1624,6 +1713,7 @@ void slotAllocGetStats(slotAllocStats *st) {
                      st->reserved_bytes - st->used_bytes : 0;
     st->live_allocs = saStatGet(live);
     st->metadata_bytes = saStatGet(meta_bytes);
+    st->retired_bytes = saStatGet(retired_bytes);
     st->range_bytes = sa.range_bytes;
     pthread_mutex_lock(&sa.lock);
     st->range_free_bytes = sa.ext_free_units << SA_UNIT_SHIFT;
@@ -2157,6 +2247,63 @@ static int saTestReleaseSlot(void) {
     return 0;
 }
 
+/* Retire + purge: the slot is empty at once, the pages and addresses stay
+ * taken until the purge, from another thread. */
+static void *saTestPurgeThread(void *arg) {
+    *(size_t *)arg = slotAllocPurgeRetired();
+    return NULL;
+}
+
+static int saTestRetireSlot(void) {
+    static void *ptrs[500];
+    slotAllocBlockInfo bi[64];
+    slotAllocStats before, mid, after;
+    slotAllocSlotStat ss;
+    size_t nb, sz = 128 << 10, purged = 0, resident = 0;
+    void *addr, *p;
+    pthread_t t;
+
+    SA_CHECK(slotAllocInit(256 << 20, 0, 0) == 0);
+    for (int i = 0; i < 500; i++) {
+        size_t size = i == 3 ? 3 << 20 : 1 + (i * 37) % 5000;
+        SA_CHECK((ptrs[i] = slotAllocMalloc(5, size)) != NULL);
+        memset(ptrs[i], 0x55, size);
+    }
+    SA_CHECK(slotAllocReserveBlocks(5, 1, &sz, &addr) == 0);
+    memset(addr, 0x66, sz);
+    nb = slotAllocSlotBlocks(5, bi, 64);
+    SA_CHECK(nb > 1 && nb <= 64);
+    slotAllocGetStats(&before);
+    slotAllocSlotStats(5, &ss);
+    SA_CHECK(before.retired_bytes == 0);
+    SA_CHECK(slotAllocRetireSlot(5) == ss.used_bytes);
+    slotAllocGetStats(&mid);
+    /* Gone from the slot and the figures, still committed. */
+    SA_CHECK(mid.retired_bytes == ss.block_bytes + sz);
+    SA_CHECK(mid.reserved_bytes == before.reserved_bytes - ss.block_bytes - sz);
+    SA_CHECK(mid.blocks == before.blocks - nb - 1 && mid.detached_blocks == 0);
+    SA_CHECK(mid.range_free_bytes == before.range_free_bytes);
+    SA_CHECK(!slotAllocOwns(ptrs[0]) && !slotAllocOwns(addr) && slotAllocSlotBlocks(5, bi + nb, 0) == 0);
+    for (size_t i = 0; i < nb; i++) resident += saTestResident(bi[i].addr, bi[i].size);
+    SA_CHECK(resident > 0);
+    /* New allocations of the slot do not land in retired addresses. */
+    SA_CHECK((p = slotAllocMalloc(5, 100)) != NULL);
+    for (size_t i = 0; i < nb; i++)
+        SA_CHECK((uintptr_t)p < (uintptr_t)bi[i].addr || (uintptr_t)p >= (uintptr_t)bi[i].addr + bi[i].size);
+    SA_CHECK(saTestVerifyAll());
+    /* Purged from another thread; a second purge finds nothing. */
+    SA_CHECK(pthread_create(&t, NULL, saTestPurgeThread, &purged) == 0);
+    pthread_join(t, NULL);
+    SA_CHECK(purged == mid.retired_bytes && slotAllocPurgeRetired() == 0);
+    slotAllocGetStats(&after);
+    SA_CHECK(after.retired_bytes == 0);
+    SA_CHECK(after.range_free_bytes == mid.range_free_bytes + purged - (after.reserved_bytes - mid.reserved_bytes));
+    for (size_t i = 0; i < nb; i++) SA_CHECK(saTestResident(bi[i].addr, bi[i].size) == 0);
+    slotAllocFree(p);
+    SA_CHECK(saTestVerifyAll() && slotAllocPurgeRetired() == 0);
+    return 0;
+}
+
 static int saTestRealloc(void) {
     size_t sizes[] = {1, 10, 100, 3000, 20000, 16000, 2 << 20, 5 << 20, 50, 7, 14000};
     size_t old = 0;
@@ -2659,6 +2806,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"draining a sparse block: avoided, then released", saTestDrain},
         {"live allocation checks and listing (recipient side)", saTestLiveAllocs},
         {"release of a whole slot", saTestReleaseSlot},
+        {"retire of a whole slot, pages returned by a later purge", saTestRetireSlot},
         {"realloc across classes keeps contents", saTestRealloc},
         {"stats match live allocations, sparse blocks", saTestStats},
         {"double free and bad pointers panic", saTestMisuse},

@@ -53,6 +53,8 @@ typedef struct slotAllocStats {
     size_t range_bytes;     /* Size of the reserved virtual range. */
     size_t range_free_bytes;/* Part of the range not covered by blocks. */
     size_t metadata_bytes;  /* Process-local bookkeeping (libc heap). */
+    size_t retired_bytes;   /* Blocks given up whose pages are still to be
+                             * returned (slotAllocPurgeRetired). */
 } slotAllocStats;
 
 /* Figures of one slot (slotAllocSlotStats). Detached blocks are counted
@@ -137,6 +139,8 @@ typedef struct slotAllocRangeInfo {
 size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max);
 void slotAllocReleaseBlock(void *addr);
 size_t slotAllocReleaseSlot(int slot);
+size_t slotAllocRetireSlot(int slot);
+size_t slotAllocPurgeRetired(void);
 
 /* Housekeeping and stats.
  *
