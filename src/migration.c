@@ -146,7 +146,13 @@ enum { MIG_LAST_NONE, MIG_LAST_OK, MIG_LAST_FAILED, MIG_LAST_CANCELLED };
 static const char *migLastName[] = {"none", "ok", "failed", "cancelled"};
 
 /* A main-thread job of the donor thread: one bounded slice per call;
- * returns 1 while work remains, 0 when done, -1 on error (s->error set). */
+ * returns MIG_SLICE_MORE while work remains, MIG_SLICE_WAIT while it
+ * waits for something else (another thread, a client pause: the next
+ * call comes 1 ms later rather than in the next event loop iteration, so
+ * the main thread does not spin), 0 when done, -1 on error (s->error
+ * set). */
+#define MIG_SLICE_MORE 1
+#define MIG_SLICE_WAIT 2
 struct migSession;
 typedef int migMainFn(struct migSession *s);
 
@@ -521,7 +527,8 @@ static int migRunJobSlice(migSession *s) {
     pthread_mutex_unlock(&s->lock);
     if (fn == NULL) return 0;
     int r = fn(s);
-    if (r == 1) return 1;
+    if (r == MIG_SLICE_MORE) return 1;
+    if (r == MIG_SLICE_WAIT) return 0;
     pthread_mutex_lock(&s->lock);
     s->job = NULL;
     s->job_result = r;
@@ -575,13 +582,14 @@ enum { MIG_DEL_SYNC, MIG_DEL_LAZY, MIG_DEL_IN_BLOCKS };
 /* dictUnlink() of an entry we hold: the bucket comes from the key's hash
  * and its chain is searched by entry pointer, so the other keys of the
  * chain are never read (comparing them was a cache miss each, a third of
- * a wholesale delete's main-thread time). Returns 0 if the entry is not in
- * the dict. Like dictUnlink() it does one rehash step when one is due. */
-static int migDictUnlinkEntry(dict *d, dictEntry *target) {
+ * a wholesale delete's main-thread time). hash: the key's, if known.
+ * Returns 0 if the entry is not in the dict. Like dictUnlink() it does one
+ * rehash step when one is due. */
+static int migDictUnlinkEntry(dict *d, dictEntry *target, const uint64_t *hash) {
     uint64_t h;
 
     if (dictIsRehashing(d) && d->pauserehash == 0) dictRehash(d, 1);
-    h = dictHashKey(d, dictGetKey(target));
+    h = hash ? *hash : dictHashKey(d, dictGetKey(target));
     for (int table = 0; table <= 1; table++) {
         if (d->ht_table[table] == NULL) break;
         dictEntry **pp = &d->ht_table[table][h & DICTHT_SIZE_MASK(d->ht_size_exp[table])];
@@ -597,20 +605,60 @@ static int migDictUnlinkEntry(dict *d, dictEntry *target) {
     return 0;
 }
 
+/* slotToKeyDelEntry() of the first key of a slot's list, whose slot is
+ * known: the key's name is not hashed again (crc16), and the entry has no
+ * previous one to update. */
+static void migSlotToKeyDelHead(redisDb *db, int slot, dictEntry *de) {
+    slotToKeys *stk = &(*db->slots_to_keys).by_slot[slot];
+    dictEntry *next = migNextInSlot(de);
+
+    serverAssert(stk->head == de && migPrevInSlot(de) == NULL);
+    stk->head = next;
+    if (next) migPrevInSlot(next) = NULL;
+    migNextInSlot(de) = NULL;
+    stk->count--;
+}
+
+/* A wholesale delete walks a slot's keys in list order, and its time went
+ * to cache misses: the key's entry, its name (to hash it) and its bucket
+ * (a random slot of a table of megabytes). While one key is deleted, the
+ * next key's hash is computed and its bucket asked for, the name of the
+ * key after it, and the entry after that: each was asked for one key
+ * earlier, so none of them waits for memory. */
+typedef struct migDelAhead {
+    dictEntry *de;              /* The next key to delete... */
+    uint64_t hash;              /* ...and its hash. */
+} migDelAhead;
+
+static void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
+    dictEntry *n1 = migNextInSlot(de), *n2;
+
+    la->de = n1;
+    if (n1 == NULL) return;
+    la->hash = dictHashKey(d, dictGetKey(n1));
+    for (int t = 0; t <= 1; t++) {
+        if (d->ht_table[t] == NULL) break;
+        __builtin_prefetch(&d->ht_table[t][la->hash & DICTHT_SIZE_MASK(d->ht_size_exp[t])]);
+    }
+    if ((n2 = migNextInSlot(n1)) == NULL) return;
+    __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
+    if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
+}
+
 /* Delete one key of a slot this node lets go of (the donor after the
  * handover, a recipient dropping a failed import), and tell its replicas
  * and AOF: UNLINK when the delete is lazy (for MIG_DEL_IN_BLOCKS, when
  * lazyfree-lazy-server-del says so), else DEL. */
-static void migDeleteKey(redisDb *db, dictEntry *de, int how) {
+static void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash) {
     sds key = dictGetKey(de);
     robj *keyobj = createStringObject(key, sdslen(key));
     int lazy = how == MIG_DEL_LAZY;
 
     if (how == MIG_DEL_IN_BLOCKS) {
         if (dictSize(db->expires) > 0) dictDelete(db->expires, key);
-        int found = migDictUnlinkEntry(db->dict, de);
+        int found = migDictUnlinkEntry(db->dict, de, hash);
         serverAssert(found);
-        if (server.cluster_enabled) slotToKeyDelEntry(de, db);
+        migSlotToKeyDelHead(db, slot, de);
         de->key = NULL;
         de->v.val = NULL;
         dictFreeUnlinkedEntry(db->dict, de);
@@ -636,6 +684,14 @@ static void migLazyfreeBarrier(void *args[]) {
     atomicSet(*(int *)args[0], 1);
 }
 
+/* The same, after returning the pages of the blocks of the slots given up
+ * (slotAllocPurgeRetired): tens of ms of kernel time for a big migration,
+ * which the main thread does not spend. */
+static void migLazyfreePurgeBarrier(void *args[]) {
+    slotAllocPurgeRetired();
+    atomicSet(*(int *)args[0], 1);
+}
+
 /* The s->slots entry of slot (NULL: none), for a walk over the slots in
  * increasing order: s->slots is in slot order and s->stage follows. */
 static migSlot *migSlotEntry(migSession *s, int slot) {
@@ -644,13 +700,15 @@ static migSlot *migSlotEntry(migSession *s, int slot) {
 }
 
 /* Whether the lazyfree thread has freed everything queued before the first
- * call (which queues the barrier job). Call until it returns 1. */
-static int migLazyfreeBarrierPassed(migSession *s) {
+ * call (which queues the barrier job; purge: one that first returns the
+ * retired blocks' pages to the OS). Call until it returns 1. */
+static int migLazyfreeBarrierPassed(migSession *s, int purge) {
     int done;
 
     if (s->lazyfree_barrier == NULL) {
         s->lazyfree_barrier = zcalloc(sizeof(int));
-        bioCreateLazyFreeJob(migLazyfreeBarrier, 1, s->lazyfree_barrier);
+        bioCreateLazyFreeJob(purge ? migLazyfreePurgeBarrier : migLazyfreeBarrier, 1,
+                             s->lazyfree_barrier);
     }
     atomicGet(*s->lazyfree_barrier, done);
     if (!done) return 0;
@@ -1003,7 +1061,7 @@ static void migReleaseIfEmpty(int slot) {
 
     slotAllocSlotStats(slot, &st);
     if (st.blocks && st.live_allocs == 0)
-        slotCompactReleaseSlot(slot);
+        slotCompactRetireSlot(slot);
 }
 
 /* Release the blocks of a bulk slot whose keys were all unlinked, unless
@@ -1012,7 +1070,7 @@ static void migReleaseIfEmpty(int slot) {
  * the blocks stay, with the unlinked keys' memory in them (logged). */
 static void migReleaseBulkSlot(int slot) {
     if (countKeysInSlot(slot) == 0) {
-        slotCompactReleaseSlot(slot);
+        slotCompactRetireSlot(slot);
         return;
     }
     serverLog(LL_WARNING, "Slot migration: slot %d holds keys again (a full "
@@ -1028,7 +1086,9 @@ static void migReleaseBulkSlot(int slot) {
  * eviction after the thaw may have queued an object of those slots), their
  * blocks are released wholesale. The other slots' keys are deleted one by
  * one, and their emptied blocks return to the OS as whole blocks.
- * Stages: 0 unlink or delete keys, 1 wait for the barrier, 2 release.
+ * Stages: 0 unlink or delete keys, 1 wait for the barrier, 2 release
+ * (retire) the blocks, 3 wait for the lazyfree thread to return their
+ * pages to the OS.
  * A donor that gave away its last slot turns into a replica of the
  * recipient (as with SETSLOT), whose full sync replaces the whole dataset:
  * then it deletes nothing more (deleting would hit the keys the sync
@@ -1038,8 +1098,9 @@ static int migDonorDeleteSlice(migSession *s) {
     monotime start;
     mstime_t lat;
     int n = 0, prev_core, more = 1;
+    migDelAhead ahead = {NULL, 0};
 
-    if (migClientsPaused()) return 1;
+    if (migClientsPaused()) return MIG_SLICE_WAIT;
     elapsedStart(&start);
     latencyStartMonitor(lat);
     if (s->delete_stage == 0 && server.masterhost) {
@@ -1076,15 +1137,22 @@ static int migDonorDeleteSlice(migSession *s) {
                 if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
                 continue;
             }
-            migDeleteKey(db, de, ms && ms->bulk && !(ms->dirty && migKeyIsDirty(s, dictGetKey(de))) ?
-                         MIG_DEL_IN_BLOCKS :
-                         server.lazyfree_lazy_server_del ? MIG_DEL_LAZY : MIG_DEL_SYNC);
+            int how = ms && ms->bulk && !(ms->dirty && migKeyIsDirty(s, dictGetKey(de))) ?
+                      MIG_DEL_IN_BLOCKS :
+                      server.lazyfree_lazy_server_del ? MIG_DEL_LAZY : MIG_DEL_SYNC;
+            uint64_t hash = ahead.hash;
+            int known = ahead.de == de;
+            /* Only an unlink runs no other code (a delete may reach modules'
+             * callbacks), so only then is the next key's entry still ours. */
+            if (how == MIG_DEL_IN_BLOCKS) migDelLookahead(db->dict, de, &ahead);
+            else ahead.de = NULL;
+            migDeleteKey(db, slot, de, how, known ? &hash : NULL);
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->delete_stage = 1;
     }
-    if (s->delete_stage == 1 && migLazyfreeBarrierPassed(s)) {
+    if (s->delete_stage == 1 && migLazyfreeBarrierPassed(s, 0)) {
         s->delete_stage = 2;
         s->stage = 0;
     }
@@ -1103,14 +1171,18 @@ static int migDonorDeleteSlice(migSession *s) {
                            "deleted (this node became a replica); its blocks "
                            "stay", ms->slot);
         }
-        if (s->stage == s->nmig) {
-            migDonorFreeManifests(s);   /* Those a replica left. */
-            migUnpinAll(s);
-            more = 0;
-        }
+        if (s->stage == s->nmig) s->delete_stage = 3;
+    }
+    /* The blocks' pages go back to the OS on the lazyfree thread; the
+     * delete (and the reply) ends when they have. */
+    if (s->delete_stage == 3 && migLazyfreeBarrierPassed(s, 1)) {
+        migDonorFreeManifests(s);   /* Those a replica left. */
+        migUnpinAll(s);
+        more = 0;
     }
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-delete-slice", lat);
+    if (more && (s->delete_stage == 1 || s->delete_stage == 3)) return MIG_SLICE_WAIT;
     return more;
 }
 
@@ -1769,8 +1841,9 @@ static void migFreeBlockAllocs(void *block) {
 
 /* Drop everything of a failed import (main thread, the thread is over), in
  * slices of MIG_SLICE_US like the donor's delete: a big import must not
- * stall the node for the time of freeing it. Returns 1 while there is more
- * to do. Stages (s->rb_stage):
+ * stall the node for the time of freeing it. Returns MIG_SLICE_MORE (or
+ * MIG_SLICE_WAIT) while there is more to do, 0 when done. Stages
+ * (s->rb_stage):
  *  0. decide which slots go in bulk (the caller has joined the thread);
  *  1. delete the keys linked so far, slot by slot (s->cursor), with DELs
  *     to replicas and AOF since their RESTOREs went there. A bulk slot
@@ -1782,7 +1855,9 @@ static void migFreeBlockAllocs(void *block) {
  *     eviction of an adopted key may have queued its value.
  *  3. per slot (s->stage): the keys patched but not linked, then the
  *     blocks: a bulk slot's are released at once, the others' adopted
- *     blocks are freed allocation by allocation, the rest released.
+ *     blocks are freed allocation by allocation, the rest released;
+ *  4. wait for the lazyfree thread to return the released blocks' pages
+ *     to the OS (slotAllocPurgeRetired).
  * A slot this node owns now keeps what it has (it can only have been
  * handed over after every key was linked). */
 static int migRecipientRollbackSlice(migSession *s) {
@@ -1791,7 +1866,7 @@ static int migRecipientRollbackSlice(migSession *s) {
     mstime_t lat;
     int n = 0, more = 1;
 
-    if (migClientsPaused()) return 1;
+    if (migClientsPaused()) return MIG_SLICE_WAIT;
     elapsedStart(&start);
     latencyStartMonitor(lat);
     if (s->rb_stage == 0) {
@@ -1828,14 +1903,14 @@ static int migRecipientRollbackSlice(migSession *s) {
                 continue;
             }
             if (ms) ms->unlinked = 1;
-            migDeleteKey(db, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS : MIG_DEL_SYNC);
+            migDeleteKey(db, slot, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS : MIG_DEL_SYNC, NULL);
             s->rb_dropped++;
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->rb_stage = 2;
     }
-    if (s->rb_stage == 2 && migLazyfreeBarrierPassed(s)) {
+    if (s->rb_stage == 2 && migLazyfreeBarrierPassed(s, 0)) {
         s->rb_stage = 3;
         s->stage = 0;
     }
@@ -1861,14 +1936,17 @@ static int migRecipientRollbackSlice(migSession *s) {
             }
             migReleaseIfEmpty(ms->slot);
         }
-        if (s->stage == s->nmig) {
-            if (s->rb_dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld "
-                                         "keys of a failed import", s->rb_dropped);
-            more = 0;
-        }
+        if (s->stage == s->nmig) s->rb_stage = 4;
+    }
+    /* The released blocks' pages go back to the OS on the lazyfree thread. */
+    if (s->rb_stage == 4 && migLazyfreeBarrierPassed(s, 1)) {
+        if (s->rb_dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld "
+                                     "keys of a failed import", s->rb_dropped);
+        more = 0;
     }
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-rollback-slice", lat);
+    if (more && (s->rb_stage == 2 || s->rb_stage == 4)) return MIG_SLICE_WAIT;
     return more;
 }
 
@@ -1940,7 +2018,8 @@ static int migRecipientTick(migSession *s) {
             s->thread_started = 0;
             migRecipientCloseTransport(s);
         }
-        if (migRecipientRollbackSlice(s)) return 1;
+        int r = migRecipientRollbackSlice(s);
+        if (r) return r == MIG_SLICE_MORE;
         migRecipientReplyError(s, &s->reg_client);
         migRecipientReplyError(s, &s->done_client);
         int cancel = s->error && strstr(s->error, "cancelled") != NULL;

@@ -337,14 +337,15 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_pending_keys:%lu\r\n"
         "slotalloc_pending_big_keys:%lu\r\n"
         "slotalloc_draining_blocks:%d\r\n"
-        "slotalloc_sparse_blocks_released:%lld\r\n",
+        "slotalloc_sparse_blocks_released:%lld\r\n"
+        "slotalloc_retired_bytes:%zu\r\n",
         slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
         sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
-        sc.ndraining, sc.sparse_drained);
+        sc.ndraining, sc.sparse_drained, st.retired_bytes);
 }
 
 /* ============================ Relocation ================================== */
@@ -376,6 +377,15 @@ int slotCompactValueInSlot(robj *o, int slot) {
     }
 }
 
+static size_t slotCompactDropSlot(int slot, int retire) {
+    size_t used = retire ? slotAllocRetireSlot(slot) : slotAllocReleaseSlot(slot);
+
+    zmalloc_foreign_released(used);
+    for (int j = 0; j < sc.ndraining; j++)
+        if (sc.draining[j].slot == slot) sc.draining[j--] = sc.draining[--sc.ndraining];
+    return used;
+}
+
 /* Drop every block of a slot at once (slotAllocReleaseSlot), for a slot a
  * migration gave away after unlinking its keys without freeing them one by
  * one: used_memory forgets the live allocations the blocks held, and a
@@ -383,12 +393,15 @@ int slotCompactValueInSlot(robj *o, int slot) {
  * nothing still points into the blocks, on any thread (no pending lazy
  * free of the slot's objects). Returns the bytes released. */
 size_t slotCompactReleaseSlot(int slot) {
-    size_t used = slotAllocReleaseSlot(slot);
+    return slotCompactDropSlot(slot, 0);
+}
 
-    zmalloc_foreign_released(used);
-    for (int j = 0; j < sc.ndraining; j++)
-        if (sc.draining[j].slot == slot) sc.draining[j--] = sc.draining[--sc.ndraining];
-    return used;
+/* slotCompactReleaseSlot(), but the blocks' pages go back to the OS only
+ * when slotAllocPurgeRetired() runs (on another thread: for a slot of
+ * hundreds of MB that is tens of ms of kernel time). The slot is empty at
+ * once. */
+size_t slotCompactRetireSlot(int slot) {
+    return slotCompactDropSlot(slot, 1);
 }
 
 #ifdef HAVE_DEFRAG

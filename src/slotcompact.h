@@ -48,6 +48,7 @@ int slotCompactKeyNow(struct dictEntry *de);
 int slotCompactValueInSlot(struct redisObject *o, int slot);
 /* Drop a slot's blocks wholesale, accounting used_memory. */
 size_t slotCompactReleaseSlot(int slot);
+size_t slotCompactRetireSlot(int slot);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);
