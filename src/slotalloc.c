@@ -296,6 +296,7 @@ static void (*sa_panic_handler)(const char *msg);
 static uint32_t sa_class_size[SA_NUM_CLASSES];
 static uint8_t sa_class_pages[SA_NUM_CLASSES];
 static uint16_t sa_class_chunks[SA_NUM_CLASSES];
+static uint32_t sa_class_recip[SA_NUM_CLASSES]; /* ceil(2^32 / size) */
 static uint32_t sa_class_sig;
 
 #define saStatAdd(f, n) atomic_fetch_add_explicit(&sa.f, (n), memory_order_relaxed)
@@ -350,10 +351,23 @@ static void saClassesInit(void) {
         sa_class_size[c] = size;
         sa_class_pages[c] = pages;
         sa_class_chunks[c] = pages * SA_PAGE_SIZE / size;
+        sa_class_recip[c] = (uint32_t)(((1ULL << 32) + size - 1) / size);
         sig = (sig ^ size) * 16777619u;
         sig = (sig ^ pages) * 16777619u;
     }
     sa_class_sig = sig;
+}
+
+/* The chunk of class c at byte soff of its slab: soff / size without a
+ * division (a frees' and a migration's pointer checks do it for every
+ * allocation). Exact for soff and size below 2^16 (the error of the
+ * reciprocal stays under 1/size); slabs are at most SA_SLAB_MAX_PAGES
+ * pages. Returns -1 if soff is not the start of a chunk or is past the
+ * slab's chunks. */
+static inline long saChunkIndex(int c, size_t soff) {
+    if (soff >= (size_t)sa_class_chunks[c] * sa_class_size[c]) return -1;
+    uint32_t idx = (uint32_t)(((uint64_t)soff * sa_class_recip[c]) >> 32);
+    return idx * sa_class_size[c] == soff ? (long)idx : -1;
 }
 
 /* Smallest class holding 'size' bytes (size <= SA_SMALL_MAX). */
@@ -938,13 +952,11 @@ static void saArenaFree(saArena *a, saBlock *b, char *p) {
     saPageEntry e = b->pt[pg];
     if (pg < b->hdr_pages) saPanic("free of %p: inside a block header", (void *)p);
     if (e.kind == SA_PG_SLAB) {
-        uint32_t h = pg - e.arg, c = e.cls, size = sa_class_size[c];
-        size_t soff = off - ((size_t)h << SA_PAGE_SHIFT);
-        size_t idx = soff / size;
+        uint32_t h = pg - e.arg, c = e.cls;
+        long idx = saChunkIndex(c, off - ((size_t)h << SA_PAGE_SHIFT));
+        if (idx < 0) saPanic("free of %p: not a chunk start", (void *)p);
         uint64_t *word = b->bitmap + (size_t)h * SA_WORDS_PER_PAGE + idx / 64;
         uint64_t mask = 1ULL << (idx % 64);
-        if (soff % size || idx >= sa_class_chunks[c])
-            saPanic("free of %p: not a chunk start", (void *)p);
         if (!(*word & mask)) saPanic("double free of %p", (void *)p);
         *word &= ~mask;
         saPageInfo *s = &b->pinfo[h];
@@ -958,7 +970,7 @@ static void saArenaFree(saArena *a, saBlock *b, char *p) {
             saListUnlink(&a->partial[c], s);
             saPagesFree(a, b, h, sa_class_pages[c]);
         }
-        bytes = size;
+        bytes = sa_class_size[c];
     } else if (e.kind == SA_PG_RUN && (off & (SA_PAGE_SIZE - 1)) == 0) {
         saPagesFree(a, b, pg, e.arg);
         bytes = (size_t)e.arg << SA_PAGE_SHIFT;
@@ -1546,11 +1558,11 @@ size_t slotAllocLiveSize(int slot, const void *p) {
     saPageEntry e = b->pt[pg];
     if (pg < b->hdr_pages) return 0;
     if (e.kind == SA_PG_SLAB) {
-        uint32_t h = pg - e.arg, size = sa_class_size[e.cls];
-        size_t soff = off - ((size_t)h << SA_PAGE_SHIFT), idx = soff / size;
-        if (soff % size || idx >= sa_class_chunks[e.cls]) return 0;
+        uint32_t h = pg - e.arg;
+        long idx = saChunkIndex(e.cls, off - ((size_t)h << SA_PAGE_SHIFT));
+        if (idx < 0) return 0;
         uint64_t w = b->bitmap[(size_t)h * SA_WORDS_PER_PAGE + idx / 64];
-        return (w >> (idx % 64)) & 1 ? size : 0;
+        return (w >> (idx % 64)) & 1 ? sa_class_size[e.cls] : 0;
     }
     if (e.kind == SA_PG_RUN && (off & (SA_PAGE_SIZE - 1)) == 0)
         return (size_t)e.arg << SA_PAGE_SHIFT;
@@ -1858,6 +1870,12 @@ static int saTestClasses(void) {
         size_t bytes = sa_class_pages[c] * SA_PAGE_SIZE;
         SA_CHECK(sa_class_size[c] % SA_MIN_CLASS == 0);
         SA_CHECK((bytes % sa_class_size[c]) * 8 <= bytes);
+        /* saChunkIndex: every offset of the slab, and past it. */
+        for (size_t off = 0; off < bytes + 2 * SA_PAGE_SIZE; off++) {
+            size_t sz = sa_class_size[c];
+            long want = off % sz == 0 && off / sz < sa_class_chunks[c] ? (long)(off / sz) : -1;
+            SA_CHECK(saChunkIndex(c, off) == want);
+        }
         SA_CHECK(sa_class_chunks[c] <= sa_class_pages[c] * SA_BITS_PER_PAGE);
         if (sa_class_pages[c] > maxpages) maxpages = sa_class_pages[c];
     }
