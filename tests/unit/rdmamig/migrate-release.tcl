@@ -7,8 +7,9 @@
 # 1. used_memory on the donor comes back to about what it was before the
 #    keys were written, and not a byte more after a round trip of the same
 #    keys (nothing leaked, nothing counted twice); its slot blocks are gone
-#    (CLUSTER SLOTBLOCKS, INFO slotalloc); every key is on the recipient,
-#    identical.
+#    (CLUSTER SLOTBLOCKS, INFO slotalloc), their pages returned to the OS
+#    by the time the command replies (slotalloc_retired_bytes); every key
+#    is on the recipient, identical.
 # 2. The same while keys of the moved slots expire on the donor, freed by
 #    the lazyfree thread (lazyfree-lazy-expire yes, big hashes), between the
 #    handover and the delete (DEBUG MIGRATION-DELAY delete): no crash, no
@@ -58,6 +59,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set slot [mg_keyslot [lindex $keys 0]]
         assert {[dict get [R 0 cluster slotblocks $slot] blocks] > 0}
 
+        set reserved [mr_info 0 slotalloc_reserved_bytes]
         set reply [mg_migrate 0 1 $M]
         mg_assert_reply $reply 300 [llength $keys]
         assert_equal 0 [dict get $reply keys_serialized]
@@ -65,6 +67,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_absent 0 $keys
         assert_equal 0 [dict get [R 0 cluster slotblocks $slot] blocks]
         assert_equal 0 [mr_info 0 slotalloc_used_bytes]
+        # The blocks' pages went back to the OS (on the lazyfree thread)
+        # before the reply: none is left waiting.
+        assert {[mr_info 0 slotalloc_reserved_bytes] < $reserved}
+        assert_equal 0 [mr_info 0 slotalloc_retired_bytes]
         # What the keys held is uncounted exactly once: what stays is the
         # keyspace's grown tables and the like, and it does not grow when
         # the same keys come back and leave again.
