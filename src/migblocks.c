@@ -84,7 +84,6 @@ typedef struct migKeyRec {
     uint32_t reserved;
 } migKeyRec;
 
-
 /* ============================ Donor ======================================= */
 
 /* Whether every allocation of o lies in the slot's blocks, with nothing in
@@ -910,35 +909,27 @@ size_t migLinkAdopted(migAdopted *a, size_t max) {
     while (a->linked < a->nkeys && n < max) {
         size_t i = a->linked++;
         migAdoptedKey *k = &a->keys[i];
-        dictEntry *de = NULL, *existing;
-        int added = 0;
+        dictEntry *de = NULL, *existing = NULL;
         robj keyobj;
 
         /* The next key's bucket and value (signalKeyAsReady reads its
          * type) are asked for while this one is linked. */
         if (hashed && i + 1 < a->nkeys) {
-            dict *d = db->dict;
-            uint64_t h = a->keys[i + 1].hash;
-            for (int t = 0; t <= 1; t++) {
-                if (d->ht_table[t] == NULL) break;
-                __builtin_prefetch(&d->ht_table[t][h & DICTHT_SIZE_MASK(d->ht_size_exp[t])]);
-            }
+            migPrefetchBucket(db->dict, a->keys[i + 1].hash);
             __builtin_prefetch(a->keys[i + 1].val);
         }
         initStaticStringObject(keyobj, k->key);
-        existing = NULL;
         if (hashed && (de = migDictAddHashed(db->dict, k->key, k->hash, &existing)) != NULL) {
             dictSetVal(db->dict, de, k->val);
             migSlotToKeyAdd(db, de, a->slot);
-            added = 1;
-        } else if (existing || (de = dictAddRaw(db->dict, k->key, &existing)) == NULL) {
-            serverLog(LL_WARNING, "Slot migration: key '%s' existed here "
-                "already (written with ASKING?): replaced by the donor's copy",
-                k->key);
-            dbSyncDelete(db, &keyobj);
-            de = dictAddRaw(db->dict, k->key, NULL);
-        }
-        if (!added) {
+        } else {
+            if (existing || (de = dictAddRaw(db->dict, k->key, &existing)) == NULL) {
+                serverLog(LL_WARNING, "Slot migration: key '%s' existed here "
+                    "already (written with ASKING?): replaced by the donor's copy",
+                    k->key);
+                dbSyncDelete(db, &keyobj);
+                de = dictAddRaw(db->dict, k->key, NULL);
+            }
             serverAssert(de != NULL);
             dictSetVal(db->dict, de, k->val);
             if (server.cluster_enabled) slotToKeyAddEntry(de, db);

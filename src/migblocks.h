@@ -27,12 +27,20 @@
 struct redisObject;
 struct client;
 
-/* How a key's value travels. */
 /* A keyspace entry's neighbours in its slot's list of keys (cluster mode:
  * clusterDictEntryMetadata, cluster.h). */
 #define migNextInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->next)
 #define migPrevInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->prev)
 
+/* Ask for the bucket(s) of a key of hash h in dict d (both tables while it
+ * rehashes) ahead of a link or an unlink: a random word of a table of
+ * megabytes, a cache miss per key otherwise. */
+#define migPrefetchBucket(d, h) do {                                          \
+    for (int t_ = 0; t_ <= 1 && (d)->ht_table[t_]; t_++)                      \
+        __builtin_prefetch(&(d)->ht_table[t_][(h) & DICTHT_SIZE_MASK((d)->ht_size_exp[t_])]); \
+} while (0)
+
+/* How a key's value travels. */
 #define MIG_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
 #define MIG_PATH_DUMP 2         /* A DUMP payload in the blocks. */
 #define MIG_PATH_INT 3          /* A shared integer: the value itself. */

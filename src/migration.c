@@ -636,10 +636,7 @@ static void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
     la->de = n1;
     if (n1 == NULL) return;
     la->hash = dictHashKey(d, dictGetKey(n1));
-    for (int t = 0; t <= 1; t++) {
-        if (d->ht_table[t] == NULL) break;
-        __builtin_prefetch(&d->ht_table[t][la->hash & DICTHT_SIZE_MASK(d->ht_size_exp[t])]);
-    }
+    migPrefetchBucket(d, la->hash);
     if ((n2 = migNextInSlot(n1)) == NULL) return;
     __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
     if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
@@ -1025,13 +1022,17 @@ static int migDonorPrepareSlice(migSession *s) {
     }
     elapsedStart(&start);
     latencyStartMonitor(lat);
+    int waiting = 0;
     while (r == 1 && elapsedUs(start) < MIG_SLICE_US) {
         r = migDonorPrepareStep(s);
-        if (s->stage == 2 && bioPendingJobsOfType(BIO_LAZY_FREE)) break;
+        if (s->stage == 2 && bioPendingJobsOfType(BIO_LAZY_FREE)) {
+            waiting = 1;
+            break;
+        }
     }
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-prepare-slice", lat);
-    return r;
+    return r == 1 && waiting ? MIG_SLICE_WAIT : r;
 }
 
 /* Handover (phase 6), here: the recipient owns the slots now. */

@@ -603,6 +603,12 @@ static void saBlockRetire(saBlock *b) {
     pthread_mutex_unlock(&sa.lock);
 }
 
+/* saBlockRetire() or saBlockDestroy(). */
+static void saBlockGiveUp(saBlock *b, int retire) {
+    if (retire) saBlockRetire(b);
+    else saBlockDestroy(b);
+}
+
 /* Write a fresh header into block b and point the descriptor at its
  * tables. */
 static void saHeaderInit(saBlock *b, int huge) {
@@ -770,8 +776,7 @@ static void saArenaDropBlock(saArena *a, saBlock *b, int retire) {
     a->live -= b->live;
     saStatSub(used_bytes, b->used_bytes);
     saStatSub(live, b->live);
-    if (retire) saBlockRetire(b);
-    else saBlockDestroy(b);
+    saBlockGiveUp(b, retire);
 }
 
 static void saArenaReleaseBlock(saArena *a, saBlock *b) {
@@ -1455,8 +1460,7 @@ static size_t saReleaseSlot(int slot, int retire) {
     while (a->detached) {
         saBlock *b = a->detached;
         saBlockUnlink(&a->detached, b);
-        if (retire) saBlockRetire(b);
-        else saBlockDestroy(b);
+        saBlockGiveUp(b, retire);
     }
     a->ndetached = a->detached_bytes = 0;
     pthread_mutex_unlock(&a->lock);
