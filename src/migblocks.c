@@ -137,6 +137,9 @@ static int migDictInSlot(robj *o, int slot) {
         while (dictRehash(d, 1000));
     }
     if (slotAllocSlotOf(d->ht_table[0]) != slot) return 0;
+    /* The entries are independent cache misses: start them all at once. */
+    for (unsigned long b = 0; b < DICTHT_SIZE(d->ht_size_exp[0]); b++)
+        if (d->ht_table[0][b]) __builtin_prefetch(d->ht_table[0][b]);
     for (unsigned long b = 0; b < DICTHT_SIZE(d->ht_size_exp[0]); b++) {
         for (dictEntry *de = d->ht_table[0][b]; de; de = de->next) {
             /* An sds points inside its own allocation, which lies in one
@@ -226,6 +229,18 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
         robj *o = dictGetVal(de);
         migKeyRec *r = &rec[i];
         robj keyobj;
+
+        /* The next key's entry was prefetched one key ago: prefetch its
+         * value (and its dict, for a hash table, one key later), and the
+         * entry after it. */
+        dictEntry *n1 = migNextInSlot(de);
+        if (n1) {
+            robj *o1 = dictGetVal(n1);
+            __builtin_prefetch(o1);
+            dictEntry *n2 = migNextInSlot(n1);
+            if (n2) __builtin_prefetch(n2);
+        }
+        if (o->encoding == OBJ_ENCODING_HT) __builtin_prefetch(o->ptr);
 
         if (i >= m->capacity) {
             *err = sdscatprintf(sdsempty(), "slot %d gained keys while its "
@@ -630,29 +645,43 @@ static robj *migDictValue(migPatchCtx *ctx, uint64_t addr, uint64_t count) {
         migBad(ctx, "dict table is not an allocation of the slot");
     if (!migKeep(ctx, table)) migBad(ctx, "dict table owned twice");
     /* Every entry of every chain, at most count of them, none twice (no
-     * cycle), collected on a list through their next pointers. */
+     * cycle), collected on a list through their next pointers. The entries
+     * and then their strings are independent cache misses: the heads are
+     * prefetched first, and each entry's strings while the chains are
+     * walked, to be checked in a second pass. */
+    for (unsigned long b = 0; b < size; b++) {
+        char *p = table[b] ? migTr(ctx, (uintptr_t)table[b]) : NULL;
+        if (p) __builtin_prefetch(p);
+    }
     for (unsigned long b = 0; b < size; b++) {
         uint64_t next = (uintptr_t)table[b];
         while (next) {
             dictEntry *de = (dictEntry *)migAlloc(ctx, next, sizeof(dictEntry), NULL);
-            sds f, v = NULL;
+            char *p;
 
             if (!de) migBad(ctx, "dict entry is not an allocation of the slot");
             if (++n > count) migBad(ctx, "more entries than the dict holds");
             if (!migKeep(ctx, de)) migBad(ctx, "dict entry owned twice");
             next = (uintptr_t)de->next;
-            if ((f = migSds(ctx, (uintptr_t)de->key)) == NULL)
-                migBad(ctx, "bad field string");
-            if (o->type == OBJ_HASH && (v = migSds(ctx, (uintptr_t)de->v.val)) == NULL)
-                migBad(ctx, "bad value string");
-            if (o->type == OBJ_SET && de->v.val != NULL) migBad(ctx, "set entry with a value");
-            de->key = f;
-            de->v.val = v;
+            if ((p = migTr(ctx, (uintptr_t)de->key)) != NULL) __builtin_prefetch(p - 1);
+            if (o->type == OBJ_HASH && (p = migTr(ctx, (uintptr_t)de->v.val)) != NULL)
+                __builtin_prefetch(p - 1);
             de->next = list;
             list = de;
         }
     }
     if (n != count) migBad(ctx, "fewer entries than the dict holds");
+    for (dictEntry *de = list; de; de = de->next) {
+        sds f, v = NULL;
+
+        if ((f = migSds(ctx, (uintptr_t)de->key)) == NULL)
+            migBad(ctx, "bad field string");
+        if (o->type == OBJ_HASH && (v = migSds(ctx, (uintptr_t)de->v.val)) == NULL)
+            migBad(ctx, "bad value string");
+        if (o->type == OBJ_SET && de->v.val != NULL) migBad(ctx, "set entry with a value");
+        de->key = f;
+        de->v.val = v;
+    }
     /* Refill the buckets (this process's seed). */
     d->type = o->type == OBJ_HASH ? &hashDictType : &setDictType;
     d->ht_table[0] = table;
@@ -738,6 +767,13 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
     for (size_t i = 0; i < nkeys; i++) {
         migKeyRec r = rec[i];   /* Nothing else writes the blocks meanwhile. */
         migAdoptedKey *k = &out->keys[i];
+        /* The next key's name and value, which no load here depends on. */
+        if (i + 1 < nkeys) {
+            char *p;
+            if ((p = migTr(&ctx, rec[i + 1].key)) != NULL) __builtin_prefetch(p - 1);
+            if (rec[i + 1].path != MIG_PATH_INT && (p = migTr(&ctx, rec[i + 1].val)) != NULL)
+                __builtin_prefetch(p);
+        }
         sds key = migSds(&ctx, r.key);
 
         if (!key) {
