@@ -242,6 +242,7 @@ void cliMigStatsInit(cliMigStats *s) {
     s->keys_zero_copy = s->keys_serialized = -1;
     s->prepare_ms = s->transfer_ms = s->patch_ms = s->handover_ms = -1;
     s->delete_ms = s->write_pause_ms = s->writes_replayed = s->elapsed_ms = -1;
+    s->write_pause_mean_ms = s->commands_held = s->commands_held_max_ms = -1;
 }
 
 /* The numeric fields we know, by name. */
@@ -263,6 +264,9 @@ static long long *cliMigStatsField(cliMigStats *s, const char *name,
         {"handover_ms", offsetof(cliMigStats, handover_ms)},
         {"delete_ms", offsetof(cliMigStats, delete_ms)},
         {"write_pause_ms", offsetof(cliMigStats, write_pause_ms)},
+        {"write_pause_mean_ms", offsetof(cliMigStats, write_pause_mean_ms)},
+        {"commands_held", offsetof(cliMigStats, commands_held)},
+        {"commands_held_max_ms", offsetof(cliMigStats, commands_held_max_ms)},
         {"writes_replayed", offsetof(cliMigStats, writes_replayed)},
         {"elapsed_ms", offsetof(cliMigStats, elapsed_ms)},
     };
@@ -402,6 +406,11 @@ char *cliMigFormatSummary(const cliMigStats *s, const char *from,
     }
     if (s->write_pause_ms >= 0)
         cliAppend(out, cap, "; writes paused %lld ms", s->write_pause_ms);
+    if (s->write_pause_ms >= 0 && s->write_pause_mean_ms >= 0)
+        cliAppend(out, cap, " (%lld ms per slot on average)", s->write_pause_mean_ms);
+    if (s->write_pause_ms >= 0 && s->commands_held >= 0 && s->commands_held_max_ms >= 0)
+        cliAppend(out, cap, ", %lld commands held up to %lld ms", s->commands_held,
+                  s->commands_held_max_ms);
     if (s->write_pause_ms >= 0 && s->writes_replayed >= 0)
         cliAppend(out, cap, ", %lld replayed", s->writes_replayed);
     if (s->keys_zero_copy >= 0 || s->keys_serialized >= 0) {
@@ -644,6 +653,18 @@ static void ctStats(void) {
                   "prepare 10 ms, transfer 300 ms, patch 100 ms, "
                   "handover 5 ms, delete 20 ms; writes paused 40 ms, "
                   "7 replayed; keys 9000 zero-copy, 1000 serialized");
+    free(sum);
+    const char *mean[] = {"write_pause_mean_ms", "25", NULL};
+    CT_CHECK(ctSet(&s, mean) == 1 && s.write_pause_mean_ms == 25);
+    sum = cliMigFormatSummary(&s, "127.0.0.1:7000", "127.0.0.1:7003", 0.5);
+    CT_CHECK(strstr(sum, "; writes paused 40 ms (25 ms per slot on average), "
+                         "7 replayed; keys") != NULL);
+    free(sum);
+    const char *held[] = {"commands_held", "12", "commands_held_max_ms", "9", NULL};
+    CT_CHECK(ctSet(&s, held) == 2 && s.commands_held == 12 && s.commands_held_max_ms == 9);
+    sum = cliMigFormatSummary(&s, "127.0.0.1:7000", "127.0.0.1:7003", 0.5);
+    CT_CHECK(strstr(sum, "; writes paused 40 ms (25 ms per slot on average), "
+                         "12 commands held up to 9 ms, 7 replayed; keys") != NULL);
     free(sum);
 
     /* Defensive: unknown fields, bad numbers, odd case, binary junk. */

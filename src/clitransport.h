@@ -56,7 +56,8 @@ typedef struct cliMigStats {
     long long slots, keys, bytes, bytes_total;
     long long keys_zero_copy, keys_serialized;
     long long prepare_ms, transfer_ms, patch_ms, handover_ms, delete_ms;
-    long long write_pause_ms, writes_replayed, elapsed_ms;
+    long long write_pause_ms, write_pause_mean_ms, writes_replayed, elapsed_ms;
+    long long commands_held, commands_held_max_ms;
 } cliMigStats;
 
 void cliMigStatsInit(cliMigStats *s);

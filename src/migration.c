@@ -22,9 +22,10 @@
  *   4 RDMAREGISTER slot nkeys manifest blocks...
  *                                          ---> reserve + register blocks,
  *                                               reply addresses/rkeys
- *     migWriteBlocks (all blocks), migFinish ---> migWaitTransfer, verdict
- *     relax the freeze: writes to the slots flow again, and what they
- *     propagate is recorded (migrationPropagated)
+ *     migWriteBlocks (chunks), migFinish   ---> migWaitTransfer, verdict
+ *     after each chunk, relax the freeze of the slots it completed:
+ *     their writes flow again, and what they propagate is recorded
+ *     (migrationPropagated)
  *   5 RDMADONE slots                       ---> recipient thread adopts,
  *                                               checks, patches (and, with
  *                                               replicas or AOF, serializes
@@ -65,9 +66,11 @@
  * expiry and eviction leave them alone, and background compaction does not
  * touch them (slotCompactPin), so the bytes under transfer do not change.
  * LRU/LFU bits of an object header may still be updated by reads; the
- * recipient checks every header anyway. Once the bytes have left, the
- * freeze is relaxed (migration-write-replay yes, the default): writes,
- * expiry and eviction of the slots' keys run here again, and every command
+ * recipient checks every header anyway (reads that would change more, of
+ * compressed lists, wait: slotfreeze.c). Once a slot's bytes have left,
+ * its freeze is relaxed (migration-write-replay yes, the default), while
+ * the others are still sent, a slot some command waits for first: writes,
+ * expiry and eviction of the slot's keys run here again, and every command
  * they propagate (the replication stream's form: deterministic) is
  * recorded. When the recipient has linked every key, the slots freeze
  * again, the recipient applies the recorded commands in order
@@ -117,7 +120,10 @@
 #define MIG_DEFAULT_TIMEOUT_MS 60000
 #define MIG_MAX_TIMEOUT_MS (24LL * 3600 * 1000)
 #define MIG_LINK_BATCH 256          /* Keys linked between clock checks. */
-#define MIG_WRITE_CHUNK (64LL << 20) /* Progress granularity of a transfer. */
+#define MIG_WRITE_CHUNK (4LL << 20) /* Granularity of a transfer: after
+                                     * each chunk, the slots wholly sent
+                                     * take writes again, and a slot a
+                                     * client waits for may go next. */
 #define MIG_CAPTURE_MAX_BYTES (64LL << 20) /* Recorded writes, then freeze. */
 #define MIG_REPLAY_BATCH_BYTES (4LL << 20)  /* Per RDMAREPLAY call. */
 #define MIG_REPLAY_BATCH_ARGS 65536
@@ -200,6 +206,8 @@ typedef struct migSession {
     long long keys_zero_copy, keys_serialized, bytes_serialized;
     long long phase_ms[MIG_PHASE_COUNT];
     long long write_pause_ms;
+    long long held_cmds, held_max_ms;   /* Donor: commands the freeze held,
+                                         * the longest wait (slotfreeze.c). */
     migStats tstats;
     /* Threads. */
     pthread_t thread;
@@ -225,6 +233,19 @@ typedef struct migSession {
     /* Donor, from the end of the transfer to the replay: the commands that
      * writes to the slots propagated, as "<argc>" then the arguments. */
     int capturing;
+    int *sent_order;                /* Donor thread: indexes of s->slots in
+                                     * the order they left whole... */
+    int slots_sent;                 /* ...the first slots_sent of them
+                                     * (release/acquire atomic). */
+    uint64_t wanted[CLUSTER_SLOTS / 64]; /* Main: slots a command waits for
+                                     * (atomic bits; the thread sends
+                                     * them next). */
+    int slots_relaxed;              /* Main: sent_order[0..n) relaxed. */
+    int nslots_relaxed;             /* Main: slots of the bitmap relaxed. */
+    long long freeze_start_ms;      /* The prepare's freeze began. */
+    long long pause_slot_ms;        /* Sum over the slots of how long each
+                                     * was frozen by the prepare's freeze. */
+    long long pause_first_ms;       /* The longest of those (the freeze). */
     sds *cap_args;
     size_t cap_nargs, cap_size, cap_bytes;
     long long cap_cmds;
@@ -265,7 +286,8 @@ static struct {
     long long keys, bytes, bytes_total, keys_zero_copy, keys_serialized;
     long long bytes_serialized;
     long long phase_ms[MIG_PHASE_COUNT];
-    long long write_pause_ms, elapsed_ms, writes_replayed;
+    long long write_pause_ms, write_pause_mean_ms, elapsed_ms, writes_replayed;
+    long long held_cmds, held_max_ms;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     migStats tstats;                /* Summed over migrations. */
@@ -273,12 +295,16 @@ static struct {
 
 /* DEBUG MIGRATION-DELAY: the donor thread sleeps at the start of a phase,
  * or ("write") in the transfer once both ends registered their blocks and
- * before the first WRITE (tests fork a BGSAVE there: fork + live MRs). */
+ * before the first WRITE (tests fork a BGSAVE there: fork + live MRs), or
+ * ("chunk") after each chunk of the transfer, which then holds one slot
+ * (tests watch the slots take writes again one by one). */
 static long long migDelayMs[MIG_PHASE_COUNT];
 static long long migDelayWriteMs;
+static long long migDelayChunkMs;   /* "chunk": after each slot sent. */
 
 static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
 static void migCaptureFree(migSession *s);
+static long long migWritePauseMean(migSession *s);
 static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
                            const char *what);
 
@@ -409,6 +435,9 @@ static void migEndSession(migSession *s, int last) {
     migLast.bytes_serialized = s->bytes_serialized;
     memcpy(migLast.phase_ms, s->phase_ms, sizeof(s->phase_ms));
     migLast.write_pause_ms = s->write_pause_ms;
+    migLast.write_pause_mean_ms = migWritePauseMean(s);
+    migLast.held_cmds = s->held_cmds;
+    migLast.held_max_ms = s->held_max_ms;
     migLast.writes_replayed = s->writes_replayed;
     migLast.elapsed_ms = mstime() - s->start_ms;
     if (last == MIG_LAST_OK) {
@@ -428,13 +457,15 @@ static void migEndSession(migSession *s, int last) {
         serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
             "%lld bytes over %s in %lld ms (prepare %lld, transfer %lld, "
             "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
-            "paused %lld ms, %lld replayed)",
+            "paused %lld ms, %lld ms on average per slot, %lld commands held "
+            "up to %lld ms, %lld replayed)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
             migLast.last_transport, migLast.elapsed_ms,
             s->phase_ms[MIG_PHASE_PREPARE], s->phase_ms[MIG_PHASE_TRANSFER],
             s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
             s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
-            s->write_pause_ms, s->writes_replayed);
+            s->write_pause_ms, migWritePauseMean(s), s->held_cmds, s->held_max_ms,
+            s->writes_replayed);
     else
         serverLog(LL_WARNING, "Slot migration (%s) of %d slots %s in %s: %s",
             migRoleName[s->role], s->nslots,
@@ -446,6 +477,7 @@ static void migEndSession(migSession *s, int last) {
         if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
     }
     zfree(s->slots);
+    zfree(s->sent_order);
     migCaptureFree(s);
     zfree(s->reg_addrs);
     zfree(s->reg_lens);
@@ -464,10 +496,11 @@ static void migEndSession(migSession *s, int last) {
 static void migAddReplyFigures(client *c, int status, const char *phase,
     const char *transport, int slots, long long keys, long long bytes,
     long long bytes_total, long long kzc, long long kser, long long bser,
-    const long long *phase_ms, long long pause, long long replayed, long long elapsed,
-    int role, const char *state, const char *last, const char *last_error)
+    const long long *phase_ms, long long pause, long long pause_mean, long long held,
+    long long held_max, long long replayed, long long elapsed, int role, const char *state,
+    const char *last, const char *last_error)
 {
-    addReplyMapLen(c, status ? 21 : 14);
+    addReplyMapLen(c, status ? 24 : 17);
     if (status) {
         addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[role]);
         addReplyBulkCString(c, "state"); addReplyBulkCString(c, state);
@@ -490,6 +523,9 @@ static void migAddReplyFigures(client *c, int status, const char *phase,
     addReplyBulkCString(c, "handover_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_HANDOVER]);
     addReplyBulkCString(c, "delete_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_DELETE]);
     addReplyBulkCString(c, "write_pause_ms"); addReplyLongLong(c, pause);
+    addReplyBulkCString(c, "write_pause_mean_ms"); addReplyLongLong(c, pause_mean);
+    addReplyBulkCString(c, "commands_held"); addReplyLongLong(c, held);
+    addReplyBulkCString(c, "commands_held_max_ms"); addReplyLongLong(c, held_max);
     addReplyBulkCString(c, "writes_replayed"); addReplyLongLong(c, replayed);
     if (status) {
         addReplyBulkCString(c, "elapsed_ms"); addReplyLongLong(c, elapsed);
@@ -843,16 +879,85 @@ void migrationPropagated(int dbid, robj **argv, int argc, int target) {
             s->cap_cmds, s->cap_bytes);
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
         s->cap_full = 1;
+        s->pause_first_ms = 0;      /* migWritePauseMean: write_pause_ms. */
     }
 }
 
-/* 4b, after the transfer (main thread): relax the freeze, record. */
-static int migDonorCaptureSlice(migSession *s) {
-    if (!server.migration_write_replay) return 0;
+/* Relax the freeze of these slots (a bitmap, main thread), counting how
+ * long each was held; once none is left frozen, the freeze as a whole. */
+static void migDonorRelax(migSession *s, const unsigned char *bitmap, int n) {
+    long long held = mstime() - s->freeze_start_ms, lasted;
+
+    lasted = n ? slotFreezeRelaxSlots(bitmap) : 0;
+    s->pause_slot_ms += (long long)n * held;
+    s->nslots_relaxed += n;
+    if (lasted) {
+        s->write_pause_ms += lasted;
+        s->pause_first_ms = lasted;
+    }
+}
+
+/* End of the prepare (main thread, the slots frozen, the manifests built):
+ * with migration-write-replay, start recording what writes to the slots
+ * propagate, and let the writes to the slots that hold no key (nothing of
+ * them is sent) run again at once. The others take writes again one by
+ * one as their bytes leave (migDonorRelaxSent). */
+static void migDonorCaptureBegin(migSession *s) {
+    unsigned char empty[CLUSTER_SLOTS / 8];
+    int n = 0;
+
+    if (!server.migration_write_replay) return;
     s->dirty_keys = dictCreate(&migDirtyKeysDictType);
     s->capturing = 1;
-    s->write_pause_ms += slotFreezeRelax();
+    memset(empty, 0, sizeof(empty));
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (migSlotIsSet(s->bitmap, slot) && migSlotFind(s, slot) == NULL) {
+            empty[slot >> 3] |= 1 << (slot & 7);
+            n++;
+        }
+    }
+    migDonorRelax(s, empty, n);
+}
+
+/* Transfer (main thread, from the timer): the slots whose bytes have all
+ * left (the donor thread's s->sent_order; a TCP send returned, or the RDMA
+ * WRITEs completed) take writes again, recorded like the rest, so a slot
+ * sent first does not wait for the last one. Not once recording stopped
+ * (too much recorded, a write no replay can reproduce, a failure). */
+static void migDonorRelaxSent(migSession *s) {
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int sent;
+
+    sent = __atomic_load_n(&s->slots_sent, __ATOMIC_ACQUIRE);
+    if (sent <= s->slots_relaxed || !s->capturing || s->cap_full || s->error) return;
+    memset(bitmap, 0, sizeof(bitmap));
+    for (int i = s->slots_relaxed; i < sent; i++) {
+        int slot = s->slots[s->sent_order[i]].slot;
+        bitmap[slot >> 3] |= 1 << (slot & 7);
+    }
+    migDonorRelax(s, bitmap, sent - s->slots_relaxed);
+    s->slots_relaxed = sent;
+}
+
+/* 4b, after the transfer (main thread): the slots not relaxed yet take
+ * writes again, recorded. */
+static int migDonorCaptureSlice(migSession *s) {
+    if (!s->capturing || s->cap_full || s->error) return 0;
+    migDonorRelax(s, s->bitmap, s->nslots - s->nslots_relaxed);
     return 0;
+}
+
+/* Once the slots thawed: what the freeze held, and the longest wait. */
+static void migHeldStats(migSession *s) {
+    slotFreezeHeldStats(&s->held_cmds, &s->held_max_ms);
+}
+
+/* The mean over the slots of how long their writes waited: the prepare's
+ * freeze as each slot saw it, plus the replay's. With the slots frozen
+ * together (no replay, or too much recorded) it is write_pause_ms. */
+static long long migWritePauseMean(migSession *s) {
+    if (s->pause_first_ms == 0 || s->nslots == 0) return s->write_pause_ms;
+    return s->pause_slot_ms / s->nslots + (s->write_pause_ms - s->pause_first_ms);
 }
 
 /* 6a, once the recipient linked every key (main thread): freeze the slots
@@ -926,6 +1031,7 @@ static int migDonorPrepareStep(migSession *s) {
             break;
         }
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->freeze_start_ms = mstime();
         s->stage = 2;
         s->stage_start_ms = mstime();
         break;
@@ -1006,6 +1112,7 @@ static int migDonorPrepareStep(migSession *s) {
             }
             zfree(bi);
         }
+        migDonorCaptureBegin(s);
         return 0;
     }
     return 1;
@@ -1048,6 +1155,7 @@ static int migDonorHandoverSlice(migSession *s) {
     }
     s->handed_over = 1;
     s->write_pause_ms += slotThaw();
+    migHeldStats(s);
     migCaptureFreeArgs(s);
     return 0;
 }
@@ -1229,6 +1337,7 @@ int migrationDeletesSlot(int slot) {
 /* Rollback before the handover: thaw, let go of the manifests. */
 static int migDonorRollbackSlice(migSession *s) {
     s->write_pause_ms += slotThaw();
+    migHeldStats(s);
     migCaptureFree(s);
     migDonorFreeManifests(s);
     migUnpinAll(s);
@@ -1237,12 +1346,17 @@ static int migDonorRollbackSlice(migSession *s) {
 
 /* ============================= Donor: thread ============================== */
 
-static void migDelay(migSession *s, int phase) {
-    long long ms = migDelayMs[phase];
+/* Donor thread: sleep ms (DEBUG MIGRATION-DELAY), waking up early on an
+ * abort (cancel, deadline). */
+static void migSleep(migSession *s, long long ms) {
     while (ms > 0 && !migAborting(s)) {
         usleep(10000);
         ms -= 10;
     }
+}
+
+static void migDelay(migSession *s, int phase) {
+    migSleep(s, migDelayMs[phase]);
 }
 
 /* One command to the recipient on the thread's connection. Returns the
@@ -1327,12 +1441,45 @@ static void migSetFd(migSession *s, int *field, int fd) {
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Transfer (donor thread): the index in s->slots of a slot not sent yet
+ * that a command waits to write to (the main thread sets s->wanted when it
+ * postpones one, migrationSlotWanted), or -1. Each bit is taken once. */
+static int migNextWantedSlot(migSession *s, const char *sent_done) {
+    for (int w = 0; w < CLUSTER_SLOTS / 64; w++) {
+        uint64_t bits = __atomic_load_n(&s->wanted[w], __ATOMIC_RELAXED);
+        while (bits) {
+            int slot = w * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            __atomic_fetch_and(&s->wanted[w], ~(1ULL << (slot & 63)), __ATOMIC_RELAXED);
+            migSlot *ms = migSlotFind(s, slot);
+            if (ms && !sent_done[ms - s->slots]) return (int)(ms - s->slots);
+        }
+    }
+    return -1;
+}
+
+/* slotfreeze.c: a command waits to write to this frozen slot. While a
+ * donor prepares or sends its slots, that slot goes next. */
+void migrationSlotWanted(int slot) {
+    migSession *s = mig;
+    if (s == NULL || s->role != MIG_ROLE_DONOR ||
+        (s->phase != MIG_PHASE_PREPARE && s->phase != MIG_PHASE_TRANSFER)) return;
+    __atomic_fetch_or(&s->wanted[slot >> 6], 1ULL << (slot & 63), __ATOMIC_RELAXED);
+}
+
 /* Phase 4: RDMAREGISTER, then every block in one chain of writes. */
 static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     sds *argv = NULL;
     int argc = 0, ok = 0;
     size_t nb = 0, k = 0;
-    redisReply *r;
+    redisReply *r = NULL;
+    migBlockDesc *desc = NULL;
+    const void **addrs = NULL;
+    uint64_t *lens = NULL;
+    migSegment *segs = NULL, *batch = NULL;
+    char *sent_done = NULL;
+
+    s->sent_order = zmalloc(sizeof(int) * (s->nmig ? s->nmig : 1));
 
     /* What each block holds (slotAllocBlockUsedRanges): only that is
      * sent. The slots are frozen and pinned, their page tables still. */
@@ -1340,8 +1487,9 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     for (int i = 0; i < s->nmig; i++) nb_all += s->slots[i].nblocks;
     uint64_t *used = zcalloc(sizeof(uint64_t) * (nb_all ? nb_all : 1));
     size_t *first = zcalloc(sizeof(size_t) * (nb_all + 1));
+    size_t *slot_end = zcalloc(sizeof(size_t) * (s->nmig + 1)); /* segs */
     slotAllocRangeInfo *ranges = NULL;
-    for (int i = 0, k = 0; i < s->nmig; i++) {
+    for (int i = 0, k = 0; i < s->nmig; slot_end[i++] = nseg) {
         for (size_t b = 0; b < s->slots[i].nblocks; b++, k++) {
             void *addr = s->slots[i].blocks[b].local;
             size_t n = slotAllocBlockUsedRanges(addr, NULL, 0);
@@ -1374,22 +1522,16 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     }
     r = migCall(s, rc, argc, argv, "RDMAREGISTER");
     migFreeArgv(argv, argc);
-    if (r == NULL) {
-        zfree(used);
-        zfree(first);
-        zfree(ranges);
-        return -1;
-    }
+    if (r == NULL) goto done;
     if (r->type != REDIS_REPLY_ARRAY || r->elements != nb) {
         migFail(s, "RDMAREGISTER: the recipient described %zu blocks, not %zu",
                 r->type == REDIS_REPLY_ARRAY ? r->elements : 0, nb);
-        freeReplyObject(r);
-        return -1;
+        goto done;
     }
-    migBlockDesc *desc = zmalloc(sizeof(*desc) * (nb ? nb : 1));
-    const void **addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
-    uint64_t *lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
-    migSegment *segs = zmalloc(sizeof(*segs) * (nseg ? nseg : 1));
+    desc = zmalloc(sizeof(*desc) * (nb ? nb : 1));
+    addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
+    lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    segs = zmalloc(sizeof(*segs) * (nseg ? nseg : 1));
     char err[MIG_ERR_LEN] = "";
 
     for (size_t j = 0; j < nb; j++) {
@@ -1434,31 +1576,61 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         goto done;
     }
     if (migDelayWriteMs > 0) {
-        long long ms = migDelayWriteMs;
         serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY write: %zu "
-            "blocks registered on both ends, waiting %lld ms before writing", nb, ms);
-        while (ms > 0 && !migAborting(s)) {
-            usleep(10000);
-            ms -= 10;
-        }
+            "blocks registered on both ends, waiting %lld ms before writing",
+            nb, migDelayWriteMs);
+        migSleep(s, migDelayWriteMs);
     }
-    /* Post in chunks of about MIG_WRITE_CHUNK bytes, for progress. */
-    for (size_t j = 0; j < nseg;) {
-        size_t e = j;
+    /* Slot by slot, in chunks of about MIG_WRITE_CHUNK bytes (with DEBUG
+     * MIGRATION-DELAY chunk: one slot each). A slot some command waits to
+     * write to goes next (migNextWantedSlot), else the next in slot order;
+     * after each chunk, the slots it completed take writes again
+     * (migDonorRelaxSent), so a waiting write waits about one chunk. */
+    batch = zmalloc(sizeof(*batch) * (nseg ? nseg : 1));
+    sent_done = zcalloc(s->nmig ? s->nmig : 1);
+    int sent = 0, cur = -1, in_order = 0;
+    size_t pos = 0;                 /* The next segment of slot cur. */
+    while (sent < s->nmig) {
+        size_t n = 0;
         uint64_t chunk = 0;
-        while (e < nseg && (chunk == 0 || chunk + segs[e].len <= (uint64_t)MIG_WRITE_CHUNK))
-            chunk += segs[e++].len;
+        int completed = sent;
+        while (completed < s->nmig && chunk < (uint64_t)MIG_WRITE_CHUNK) {
+            if (cur < 0) {
+                cur = migNextWantedSlot(s, sent_done);
+                if (cur < 0) {
+                    while (sent_done[in_order]) in_order++;
+                    cur = in_order;
+                }
+                pos = cur ? slot_end[cur - 1] : 0;
+            }
+            while (pos < slot_end[cur] &&
+                   (chunk == 0 || chunk + segs[pos].len <= (uint64_t)MIG_WRITE_CHUNK)) {
+                batch[n++] = segs[pos];
+                chunk += segs[pos++].len;
+            }
+            if (pos < slot_end[cur]) break;             /* The chunk is full. */
+            sent_done[cur] = 1;
+            s->sent_order[completed++] = cur;
+            cur = -1;
+            if (migDelayChunkMs) break;
+        }
         if (migAborting(s)) {
             migFailAborted(s);
             goto done;
         }
-        if (migWriteBlocks(conn, segs + j, e - j, err) == -1) {
+        if (n && migWriteBlocks(conn, batch, n, err) == -1) {
             if (migAborting(s)) migFailAborted(s);
             else migFail(s, "%s", err);
             goto done;
         }
         s->bytes_sent += chunk;
-        j = e;
+        sent = completed;
+        __atomic_store_n(&s->slots_sent, sent, __ATOMIC_RELEASE);
+        if (migDelayChunkMs > 0) {
+            serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY chunk: "
+                "%d of %d slots sent, waiting %lld ms", sent, s->nmig, migDelayChunkMs);
+            migSleep(s, migDelayChunkMs);
+        }
     }
     if (migFinish(conn, err) == -1) {
         if (migAborting(s)) migFailAborted(s);
@@ -1469,14 +1641,17 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     ok = 1;
 done:
     migGetStats(conn, &s->tstats);
-    freeReplyObject(r);
+    if (r) freeReplyObject(r);
     zfree(desc);
     zfree(addrs);
     zfree(lens);
     zfree(segs);
     zfree(used);
     zfree(first);
+    zfree(slot_end);
     zfree(ranges);
+    zfree(batch);
+    zfree(sent_done);
     return ok ? 0 : -1;
 }
 
@@ -1698,8 +1873,8 @@ static void migDonorFinish(migSession *s) {
         if (ok) {
             migAddReplyFigures(c, 0, "done", s->transport, s->nslots, s->keys,
                 s->bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-                s->bytes_serialized, s->phase_ms, s->write_pause_ms, s->writes_replayed,
-                0, s->role, "", "", NULL);
+                s->bytes_serialized, s->phase_ms, s->write_pause_ms, migWritePauseMean(s),
+                s->held_cmds, s->held_max_ms, s->writes_replayed, 0, s->role, "", "", NULL);
         } else {
             addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
                 "back to STABLE, the slots and their keys are still here",
@@ -2104,6 +2279,7 @@ static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
     int busy;
     if (s->role == MIG_ROLE_DONOR) {
         int done;
+        migDonorRelaxSent(s);
         busy = migRunJobSlice(s);
         atomicGet(s->thread_done, done);
         if (done) migDonorFinish(s);
@@ -2175,15 +2351,17 @@ static void migStatusCommand(client *c) {
         migAddReplyFigures(c, 1, migPhaseName[s->phase],
             s->transport[0] ? s->transport : migKindName(s->kind), s->nslots,
             s->keys, bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-            s->bytes_serialized, phase_ms, s->write_pause_ms, s->writes_replayed,
-            mstime() - s->start_ms, s->role, "running",
+            s->bytes_serialized, phase_ms, s->write_pause_ms, migWritePauseMean(s),
+            s->held_cmds, s->held_max_ms, s->writes_replayed, mstime() - s->start_ms,
+            s->role, "running",
             migLastName[migLast.last], migLast.last_error);
     } else {
         migAddReplyFigures(c, 1, "idle", migLast.last_transport[0] ? migLast.last_transport : "none",
             migLast.slots, migLast.keys, migLast.bytes, migLast.bytes_total,
             migLast.keys_zero_copy, migLast.keys_serialized, migLast.bytes_serialized,
             migLast.phase_ms,
-            migLast.write_pause_ms, migLast.writes_replayed, migLast.elapsed_ms,
+            migLast.write_pause_ms, migLast.write_pause_mean_ms, migLast.held_cmds,
+            migLast.held_max_ms, migLast.writes_replayed, migLast.elapsed_ms,
             MIG_ROLE_NONE, "idle",
             migLastName[migLast.last], migLast.last_error);
     }
@@ -2794,6 +2972,9 @@ sds migrationGenInfo(sds info) {
         "migration_last_bytes:%lld\r\n"
         "migration_last_ms:%lld\r\n"
         "migration_last_write_pause_ms:%lld\r\n"
+        "migration_last_write_pause_mean_ms:%lld\r\n"
+        "migration_last_commands_held:%lld\r\n"
+        "migration_last_commands_held_max_ms:%lld\r\n"
         "migration_last_writes_replayed:%lld\r\n"
         "migration_total_migrations:%lld\r\n"
         "migration_total_failed:%lld\r\n"
@@ -2815,6 +2996,7 @@ sds migrationGenInfo(sds info) {
         migLast.last_error ? migLast.last_error : "",
         migLast.last_transport[0] ? migLast.last_transport : "none",
         migLast.keys, migLast.bytes, migLast.elapsed_ms, migLast.write_pause_ms,
+        migLast.write_pause_mean_ms, migLast.held_cmds, migLast.held_max_ms,
         migLast.writes_replayed,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
         migLast.total_writes_replayed,
@@ -2827,7 +3009,7 @@ void migrationDebugCommand(client *c) {
     long long ms;
     if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
         memset(migDelayMs, 0, sizeof(migDelayMs));
-        migDelayWriteMs = 0;
+        migDelayWriteMs = migDelayChunkMs = 0;
         addReply(c, shared.ok);
         return;
     }
@@ -2836,17 +3018,19 @@ void migrationDebugCommand(client *c) {
         return;
     }
     int write = !strcasecmp(c->argv[2]->ptr, "write");
+    int chunk = !strcasecmp(c->argv[2]->ptr, "chunk");
     for (int p = MIG_PHASE_PREPARE; p <= MIG_PHASE_DELETE; p++) {
-        if (!write && strcasecmp(c->argv[2]->ptr, migPhaseName[p])) continue;
+        if (!write && !chunk && strcasecmp(c->argv[2]->ptr, migPhaseName[p])) continue;
         if (getLongLongFromObject(c->argv[3], &ms) != C_OK || ms < 0 || ms > 3600000) {
             addReplyError(c, "the delay is milliseconds, 0 to 3600000");
             return;
         }
         if (write) migDelayWriteMs = ms;
+        else if (chunk) migDelayChunkMs = ms;
         else migDelayMs[p] = ms;
         addReply(c, shared.ok);
         return;
     }
-    addReplyErrorFormat(c, "unknown phase '%s' (prepare, transfer, write, patch, handover, delete)",
+    addReplyErrorFormat(c, "unknown phase '%s' (prepare, transfer, write, chunk, patch, handover, delete)",
                         (char *)c->argv[2]->ptr);
 }

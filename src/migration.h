@@ -35,6 +35,10 @@ int migrationImportsSlot(int slot);
 int migrationCapturing(void);
 void migrationPropagated(int dbid, struct redisObject **argv, int argc, int target);
 
+/* slotfreeze.c: a command waits to write to this frozen slot (a donor
+ * sends it next). */
+void migrationSlotWanted(int slot);
+
 /* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
 sds migrationGenInfo(sds info);
 

@@ -12,17 +12,23 @@
  *    processCommand, after the cluster redirection check). The client just
  *    waits: when the slots thaw it is processed again, and by then the slot
  *    may have moved, so it gets a MOVED redirection, never an error.
- *    Reads of frozen slots are served.
+ *    Reads of frozen slots are served, except the few that would change
+ *    the bytes they read (a compressed list node is decompressed in place)
+ *    and read-only scripts, which may read such keys without naming them:
+ *    those wait like writes (slotFreezeCommandWaits).
  *  - expiry: an expired key of a frozen slot is reported missing but not
  *    deleted (expireIfNeeded, active expiry), as during CLIENT PAUSE.
  *  - eviction: keys of frozen slots are skipped (performEvictions).
  *
  * A freeze can be relaxed (slotFreezeRelax): then the slots' keys are
  * written, expired and evicted as usual again, and only keyless writes
- * (FLUSHALL, EVAL with no keys...) keep waiting. A migration relaxes its
- * freeze once the bytes have left (the writes that follow are recorded and
- * replayed on the recipient, migration.c) and freezes again, briefly, for
- * that replay and the handover.
+ * (FLUSHALL, EVAL with no keys...) keep waiting. It can also be relaxed a
+ * few slots at a time (slotFreezeRelaxSlots); once every slot is, the
+ * freeze is relaxed as a whole. A migration relaxes each slot once that
+ * slot's bytes have left (the writes that follow are recorded and replayed
+ * on the recipient, migration.c), so the first slots sent do not wait for
+ * the last ones, and freezes every slot again, briefly, for that replay
+ * and the handover.
  *
  * A freeze has a deadline: if whoever froze the slots does not thaw them in
  * time, serverCron does, so a stuck migration cannot stop writes forever.
@@ -44,10 +50,16 @@ static struct {
     unsigned char slots[CLUSTER_SLOTS / 8];
     int nslots;
     int relaxed;                /* Only keyless writes wait (slotFreezeRelax). */
+    unsigned char relaxed_slots[CLUSTER_SLOTS / 8]; /* slotFreezeRelaxSlots */
+    int nrelaxed;               /* Slots of the set relaxed one by one. */
     mstime_t since;             /* When the current freeze started. */
     mstime_t deadline;          /* Thawed by the cron at this time. */
     long long postponed;        /* Commands held by this freeze. */
     long long total_postponed;  /* Since startup. */
+    rax *held;                  /* Client id -> when its command was first
+                                 * held (ms), while it waits. */
+    long long held_max_ms;      /* The longest wait of a command this
+                                 * freeze held. */
     long long total_ms;         /* Time spent frozen, since startup. */
 } sf;
 
@@ -58,7 +70,8 @@ int slotFreezeActive(void) {
 /* Whether the keys of this slot are frozen (a relaxed freeze leaves them
  * alone). */
 int slotFreezeIsFrozen(int slot) {
-    return sf.nslots && !sf.relaxed && ((sf.slots[slot >> 3] >> (slot & 7)) & 1);
+    return sf.nslots && !sf.relaxed && ((sf.slots[slot >> 3] >> (slot & 7)) & 1) &&
+           !(sf.nrelaxed && ((sf.relaxed_slots[slot >> 3] >> (slot & 7)) & 1));
 }
 
 static int slotFreezeInSet(int slot) {
@@ -71,13 +84,21 @@ int slotFreezeKeyIsFrozen(sds key) {
     return slotFreezeIsFrozen((int)keyHashSlot(key, (int)sdslen(key)));
 }
 
+/* No slot is relaxed on its own (slotFreezeRelaxSlots) any more. */
+static void slotFreezeForgetRelaxed(void) {
+    memset(sf.relaxed_slots, 0, sizeof(sf.relaxed_slots));
+    sf.nrelaxed = 0;
+}
+
 /* Freeze these slots (a bitmap of CLUSTER_SLOTS bits) until slotThaw() or
- * for at most max_ms. Slots already frozen stay frozen; the deadline is
- * the later one. */
+ * for at most max_ms. Slots already frozen stay frozen, and every slot of
+ * a relaxed freeze, wholly or slot by slot, is frozen again; the deadline
+ * is the later one. */
 void slotFreeze(const unsigned char *slots, long long max_ms) {
-    if (!sf.nslots) sf.postponed = 0;
+    if (!sf.nslots) sf.postponed = sf.held_max_ms = 0;
     if (!sf.nslots || sf.relaxed) sf.since = mstime();
     sf.relaxed = 0;
+    slotFreezeForgetRelaxed();
     for (int j = 0; j < CLUSTER_SLOTS; j++) {
         if (((slots[j >> 3] >> (j & 7)) & 1) && !slotFreezeInSet(j)) {
             sf.slots[j >> 3] |= 1 << (j & 7);
@@ -87,6 +108,19 @@ void slotFreeze(const unsigned char *slots, long long max_ms) {
     if (mstime() + max_ms > sf.deadline) sf.deadline = mstime() + max_ms;
 }
 
+/* A held command runs now (or its freeze ended): count its wait. */
+static void slotFreezeHeldEnd(void *since) {
+    long long waited = (long long)(mstime() - (mstime_t)(intptr_t)since);
+    if (waited > sf.held_max_ms) sf.held_max_ms = waited;
+}
+
+/* The commands this freeze held, and the longest any waited (the ones
+ * still waiting count once they run, or when the freeze ends). */
+void slotFreezeHeldStats(long long *cmds, long long *max_ms) {
+    *cmds = sf.postponed;
+    *max_ms = sf.held_max_ms;
+}
+
 /* Thaw every slot and let the postponed clients run again. Returns how long
  * the keys were frozen since the freeze began or last stopped being
  * relaxed, in ms (0 if it was relaxed). */
@@ -94,10 +128,16 @@ long long slotThaw(void) {
     mstime_t lasted;
 
     if (!sf.nslots) return 0;
+    if (sf.held) {
+        /* Everything held runs now (once the event loop gets to it). */
+        raxFreeWithCallback(sf.held, slotFreezeHeldEnd);
+        sf.held = NULL;
+    }
     lasted = sf.relaxed ? 0 : mstime() - sf.since;
     memset(sf.slots, 0, sizeof(sf.slots));
     sf.nslots = 0;
     sf.relaxed = 0;
+    slotFreezeForgetRelaxed();
     sf.deadline = 0;
     sf.total_ms += lasted;
     /* Also wakes clients held by CLIENT PAUSE: they check again and block
@@ -118,8 +158,32 @@ long long slotFreezeRelax(void) {
     lasted = mstime() - sf.since;
     sf.total_ms += lasted;
     sf.relaxed = 1;
+    slotFreezeForgetRelaxed();
     unblockPostponedClients();
     return lasted;
+}
+
+/* Relax the freeze of some of the frozen slots (a bitmap; slots not frozen
+ * are ignored): their keys may be written, expired and evicted again, the
+ * others' still wait. The postponed clients run again (those still held
+ * block again). Once no slot of the freeze is left frozen, the freeze is
+ * relaxed as a whole, and that call returns what slotFreezeRelax() would
+ * (how long the keys were frozen, in ms); earlier calls return 0. */
+long long slotFreezeRelaxSlots(const unsigned char *slots) {
+    int added = 0;
+
+    if (!sf.nslots || sf.relaxed) return 0;
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) {
+        unsigned char b = slots[j] & sf.slots[j] & ~sf.relaxed_slots[j];
+        if (!b) continue;
+        sf.relaxed_slots[j] |= b;
+        added += __builtin_popcount(b);
+    }
+    if (!added) return 0;
+    sf.nrelaxed += added;
+    if (sf.nrelaxed == sf.nslots) return slotFreezeRelax();
+    unblockPostponedClients();
+    return 0;
 }
 
 /* serverCron: a freeze never outlives its deadline. */
@@ -132,23 +196,71 @@ void slotFreezeCron(void) {
     }
 }
 
-/* Whether one command (with its arguments) must wait. */
-static int slotFreezeCommandWaits(struct redisCommand *cmd, uint64_t flags,
+/* Whether the keys of some slot are frozen (not relaxed). */
+static int slotFreezeKeysFrozen(void) {
+    return sf.nslots && !sf.relaxed && sf.nrelaxed < sf.nslots;
+}
+
+/* Whether reading this key (of a frozen slot) would change its bytes: a
+ * list whose quicklist compresses nodes (list-compress-depth when it was
+ * made) is read by decompressing a node in place (a new allocation in the
+ * slot's blocks, the node's pointer and encoding rewritten, the compressed
+ * copy freed) and compressing it again afterwards. The migration's sending
+ * thread may be reading those very bytes, so such reads wait like writes.
+ * Looked up without touching the LRU clock or expiring anything. */
+static int slotFreezeReadChanges(redisDb *db, sds key) {
+    dictEntry *de = dictFind(db->dict, key);
+    if (de == NULL) return 0;
+    robj *o = dictGetVal(de);
+    return o->type == OBJ_LIST && o->encoding == OBJ_ENCODING_QUICKLIST &&
+           ((quicklist *)o->ptr)->compress != 0;
+}
+
+/* Whether a command must wait for key k: a write, a script or a read that
+ * would change the key's bytes (listread: a list read of elements), of a
+ * frozen slot. A migration sending that slot then sends it next. */
+static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int listread) {
+    if (!sdsEncodedObject(k)) return 0;
+    int slot = (int)keyHashSlot(k->ptr, (int)sdslen(k->ptr));
+    if (!slotFreezeIsFrozen(slot)) return 0;
+    if (!write && !script && !(listread && slotFreezeReadChanges(db, k->ptr))) return 0;
+    migrationSlotWanted(slot);
+    return 1;
+}
+
+/* Whether one command (with its arguments) must wait. Writes wait when
+ * they name a key of a frozen slot, or no key at all (FLUSHALL, EVAL
+ * without keys...: anything could be touched). Reads wait only when they
+ * would change a frozen slot's bytes: list reads of elements (LRANGE,
+ * LINDEX, LPOS, SORT_RO; not LLEN, and not DUMP, which copies compressed
+ * nodes as they are) of a list that compresses (slotFreezeReadChanges),
+ * DEBUG DIGEST-VALUE of one (no key in its specification), and scripts
+ * that only read when they name a key of a frozen slot or none at all (a
+ * script may read keys it did not name, of its slot or, naming none, of
+ * any). */
+static int slotFreezeCommandWaits(redisDb *db, struct redisCommand *cmd, uint64_t flags,
                                   robj **argv, int argc) {
     getKeysResult result = GETKEYS_RESULT_INIT;
     int waits = 0, numkeys;
+    int write = (flags & (CMD_WRITE | CMD_MAY_REPLICATE)) != 0;
+    int script = (cmd->flags & CMD_NO_MANDATORY_KEYS) != 0;
+    int listread = (cmd->acl_categories & ACL_CATEGORY_LIST) && cmd->proc != llenCommand;
 
-    if (!(flags & (CMD_WRITE | CMD_MAY_REPLICATE))) return 0;
+    if (!write && !slotFreezeKeysFrozen()) return 0;
+    if (!write && cmd->proc == debugCommand) {
+        if (argc < 3 || !sdsEncodedObject(argv[1]) ||
+            strcasecmp(argv[1]->ptr, "digest-value")) return 0;
+        for (int j = 2; j < argc && !waits; j++)
+            waits = slotFreezeKeyWaits(db, argv[j], 0, 0, 1);
+        return waits;
+    }
     numkeys = getKeysFromCommand(cmd, argv, argc, &result);
     if (numkeys == 0) {
-        /* FLUSHALL, EVAL without keys...: anything could be touched. */
-        waits = !(cmd->flags & CMD_PUBSUB);
+        if (write) waits = !(cmd->flags & CMD_PUBSUB);
+        else waits = script;
     }
-    for (int j = 0; j < numkeys && !waits && !sf.relaxed; j++) {
-        sds key = argv[result.keys[j].pos]->ptr;
-        if (sdsEncodedObject(argv[result.keys[j].pos]) && slotFreezeKeyIsFrozen(key))
-            waits = 1;
-    }
+    for (int j = 0; j < numkeys && !waits; j++)
+        waits = slotFreezeKeyWaits(db, argv[result.keys[j].pos], write, script, listread);
     getKeysFreeResult(&result);
     return waits;
 }
@@ -161,15 +273,25 @@ int slotFreezeShouldPostpone(client *c) {
     if (c->cmd->proc == execCommand) {
         for (int j = 0; j < c->mstate.count && !waits; j++) {
             multiCmd *mc = &c->mstate.commands[j];
-            waits = slotFreezeCommandWaits(mc->cmd, mc->cmd->flags, mc->argv, mc->argc);
+            waits = slotFreezeCommandWaits(c->db, mc->cmd, mc->cmd->flags, mc->argv, mc->argc);
         }
     } else if (!(c->flags & CLIENT_MULTI)) {
         /* getCommandFlags: a script declaring no-writes is a read. */
-        waits = slotFreezeCommandWaits(c->cmd, getCommandFlags(c), c->argv, c->argc);
+        waits = slotFreezeCommandWaits(c->db, c->cmd, getCommandFlags(c), c->argv, c->argc);
     }
+    /* A client woken by a relax may be held again: its command counts
+     * once, from the first time it was held to the time it runs. */
     if (waits) {
-        sf.postponed++;
-        sf.total_postponed++;
+        if (sf.held == NULL) sf.held = raxNew();
+        if (raxTryInsert(sf.held, (unsigned char *)&c->id, sizeof(c->id),
+                         (void *)(intptr_t)mstime(), NULL)) {
+            sf.postponed++;
+            sf.total_postponed++;
+        }
+    } else if (sf.held) {
+        void *since;
+        if (raxRemove(sf.held, (unsigned char *)&c->id, sizeof(c->id), &since))
+            slotFreezeHeldEnd(since);
     }
     return waits;
 }
@@ -184,7 +306,7 @@ sds slotFreezeGenInfo(sds info) {
         "migration_frozen_ms:%lld\r\n"
         "migration_postponed_commands:%lld\r\n"
         "migration_total_frozen_ms:%lld\r\n",
-        sf.relaxed ? 0 : sf.nslots,
+        sf.relaxed ? 0 : sf.nslots - sf.nrelaxed,
         sf.nslots && !sf.relaxed ? (long long)(mstime() - sf.since) : 0,
         sf.total_postponed, sf.total_ms);
 }

@@ -16,9 +16,11 @@ struct redisObject;
 void slotFreeze(const unsigned char *slots, long long max_ms);
 long long slotThaw(void);
 long long slotFreezeRelax(void);
+long long slotFreezeRelaxSlots(const unsigned char *slots);
 int slotFreezeActive(void);
 int slotFreezeIsFrozen(int slot);
 int slotFreezeKeyIsFrozen(sds key);
+void slotFreezeHeldStats(long long *cmds, long long *max_ms);
 
 /* Hooks: processCommand, serverCron, INFO, DEBUG SLOTFREEZE. */
 int slotFreezeShouldPostpone(struct client *c);

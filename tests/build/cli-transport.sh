@@ -92,7 +92,7 @@ id0=$($cli -p ${ports[0]} cluster myid)
 id3=$($cli -p "$p3" cluster myid)
 rebalance=($cli --cluster rebalance 127.0.0.1:${ports[0]} --cluster-use-empty-masters)
 # A summary line of RDMAMIGRATESLOTS (src/climigrate.c), to the new node.
-summary_re="^\[OK\] [0-9]+ slots from 127\.0\.0\.1:[0-9]+ to 127\.0\.0\.1:[0-9]+: [0-9]+ keys, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\) over tcp; prepare [0-9]+ ms, transfer [0-9]+ ms, patch [0-9]+ ms, handover [0-9]+ ms, delete [0-9]+ ms; writes paused [0-9]+ ms, [0-9]+ replayed; keys [0-9]+ zero-copy, [0-9]+ serialized$"
+summary_re="^\[OK\] [0-9]+ slots from 127\.0\.0\.1:[0-9]+ to 127\.0\.0\.1:[0-9]+: [0-9]+ keys, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\) over tcp; prepare [0-9]+ ms, transfer [0-9]+ ms, patch [0-9]+ ms, handover [0-9]+ ms, delete [0-9]+ ms; writes paused [0-9]+ ms \([0-9]+ ms per slot on average\), [0-9]+ commands held up to [0-9]+ ms, [0-9]+ replayed; keys [0-9]+ zero-copy, [0-9]+ serialized$"
 # migration_total_migrations + migration_total_failed of every node.
 mig_count() {
     local p n=0

@@ -190,7 +190,8 @@ proc mg_wait_phase {n phase} {
 }
 
 set ::mg_reply_fields {transport slots keys bytes keys_zero_copy keys_serialized
-    prepare_ms transfer_ms patch_ms handover_ms delete_ms write_pause_ms}
+    prepare_ms transfer_ms patch_ms handover_ms delete_ms write_pause_ms
+    write_pause_mean_ms commands_held commands_held_max_ms}
 
 # A success reply: every field, tcp, the slot and key counts.
 proc mg_assert_reply {reply nslots nkeys} {

@@ -13,6 +13,11 @@
 # 2. A migration that fails after such writes (CANCEL) leaves them all on
 #    the donor, and the recipient holds nothing; moving the slots again
 #    then moves them.
+# 2b. During the transfer, a slot whose bytes have all left takes writes
+#    again at once (recorded, replayed) while the slots not sent yet still
+#    hold theirs, and reads that would change bytes not sent yet (a
+#    compressed list's) wait too; a slot such a command waits for is sent
+#    next; the reply's mean pause per slot is below the longest.
 # 3. With migration-write-replay no, those writes wait for the handover.
 # 4. A CLIENT PAUSE WRITE on either node (a manual failover pauses writes
 #    too) holds the migration's links, replay and deletes until it ends;
@@ -177,6 +182,91 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_absent 0 [concat $keys $newkeys]
         mg_wait_converged
         mg_assert_replicas_equal
+    }
+
+    test {migration-write-replay: a slot takes writes again once its own bytes have left; a slot a write waits for is sent next} {
+        set W {3000-3004}
+        set Wset [mg_slotset $W]
+        set keys [mg_fill 0 sl 150 $Wset]
+        # The first and the last slot sent (slots go in ascending order).
+        set bykey {}
+        foreach k $keys { dict set bykey $k [mg_keyslot $k] }
+        set sorted [lsort -integer -stride 2 -index 1 $bykey]
+        set first [lindex $sorted 0]
+        set last [lindex $sorted end-1]
+        assert {[mg_keyslot $first] < [mg_keyslot $last]}
+        set newfirst [lindex [mg_names sl:new 1 [mg_slotset [mg_keyslot $first]]] 0]
+        # A compressed list in the last slot (see mg_make_key listcomp).
+        set zl [lindex [mg_names sl:zl 1 [mg_slotset [mg_keyslot $last]]] 0]
+        mg_make_key 0 $zl listcomp
+        assert_match {*ql_compressed:1*} [R 0 debug object $zl]
+        set zlrange [R 0 lrange $zl 0 -1]
+        set postponed [mg_info 0 migration_postponed_commands]
+        # One slot per chunk, 800 ms after each.
+        R 0 debug migration-delay chunk 800
+        set rd [mg_migrate_deferred 0 1 $W]
+        wait_for_condition 400 10 {
+            [mg_info 0 migration_frozen_slots] > 0 && [mg_info 0 migration_frozen_slots] < 5
+        } else {
+            fail "no slot took writes again during the transfer"
+        }
+        assert_equal transfer [dict get [mg_status 0] phase]
+        # The first slot: answered at once, not postponed.
+        set t0 [clock milliseconds]
+        R 0 set $first first-after-send
+        R 0 set $newfirst brand-new
+        assert {[clock milliseconds] - $t0 < 400}
+        assert_equal $postponed [mg_info 0 migration_postponed_commands]
+        # The last slot: held until its own bytes have left, and so is a
+        # read of its compressed list (it would decompress nodes in place);
+        # it goes next, before the slots in between.
+        set wr [redis_deferring_client -0]
+        set t1 [clock milliseconds]
+        $wr set $last last-after-send
+        set zr [redis_deferring_client -0]
+        $zr lrange $zl 0 -1
+        wait_for_condition 50 20 {
+            [mg_info 0 migration_postponed_commands] == $postponed + 2
+        } else {
+            fail "the write to a slot not sent yet, or the read of its compressed list, was not postponed"
+        }
+        assert_equal OK [$wr read]
+        $wr close
+        # About one chunk (800 ms), not the three still to go.
+        assert {[clock milliseconds] - $t1 < 1600}
+        assert_equal $zlrange [$zr read]
+        $zr close
+        assert {[mg_info 0 migration_frozen_slots] >= 2}
+        assert_equal transfer [dict get [mg_status 0] phase]
+        # (Snapshots read compressed lists with DEBUG DIGEST-VALUE: those
+        # wait for their slot too.)
+        set snap [mg_snapshot 0 [concat [lsearch -all -inline -not -exact [lsearch -all -inline -not -exact $keys $first] $last] [list $zl]]]
+        set failed [catch {$rd read} reply]
+        $rd close
+        R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
+        mg_assert_reply $reply 5 [expr {[llength $keys] + 1}]
+        assert {[dict get $reply writes_replayed] >= 3}
+        # The first slot was held about one chunk, the last one sent five.
+        assert {[dict get $reply write_pause_ms] >= 3000}
+        assert {[dict get $reply write_pause_mean_ms] < [dict get $reply write_pause_ms] - 1000}
+        assert_equal [dict get $reply write_pause_mean_ms] [mg_info 0 migration_last_write_pause_mean_ms]
+        # The write and the read held (and DEBUG DIGEST-VALUEs of the
+        # snapshot, if some slot holds compressed lists) are counted.
+        assert {[dict get $reply commands_held] >= 2}
+        assert {[dict get $reply commands_held_max_ms] >= 300}
+        assert_equal [dict get $reply commands_held] [mg_info 0 migration_last_commands_held]
+        assert_equal [dict get $reply commands_held_max_ms] [mg_info 0 migration_last_commands_held_max_ms]
+        assert_equal first-after-send [R 1 get $first]
+        assert_equal brand-new [R 1 get $newfirst]
+        assert_equal last-after-send [R 1 get $last]
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 [concat $keys [list $newfirst $zl]]
+        mg_assert_owner 1 $W
+        mg_wait_converged
+        mg_assert_replicas_equal
+        mg_migrate 1 0 $W
+        mg_wait_converged
     }
 
     test {migration-write-replay no: writes to the slots wait for the handover} {

@@ -64,18 +64,72 @@ start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmami
         $rd2 eval {return redis.call('set', KEYS[1], 'script')} 1 $fk
         set rd3 [redis_deferring_client]
         $rd3 flushall
-        wait_for_blocked_clients_count 3 50 100
-        # A script declaring no writes and a write elsewhere still run (a
-        # script without flags may write anything: it waits).
-        assert_equal before2 [r eval "#!lua flags=no-writes\nreturn 'before2'" 0]
+        # A script declaring no writes but no key either may read any key,
+        # a compressed list of the frozen slot too (slotFreezeReadChanges):
+        # it waits.
+        set rd4 [redis_deferring_client]
+        $rd4 eval "#!lua flags=no-writes\nreturn 'keyless'" 0
+        wait_for_blocked_clients_count 4 50 100
+        # A script declaring no writes and a key of another slot, and a
+        # write elsewhere, still run (a script without flags may write
+        # anything: it waits).
+        assert_equal before2 [r eval "#!lua flags=no-writes\nreturn 'before2'" 1 $ok]
         r set $ok y
         r debug slotfreeze off
         assert_equal 1 [lindex [$rd read] 0]
         assert_equal OK [$rd2 read]
         assert_equal OK [$rd3 read]
+        assert_equal keyless [$rd4 read]
         # FLUSHALL ran after the thaw: the key written meanwhile is gone.
         assert_equal 0 [r exists $ok]
-        $rd close; $rd2 close; $rd3 close
+        $rd close; $rd2 close; $rd3 close; $rd4 close
+    }
+
+    test {SLOTFREEZE: reads that would change a frozen slot's bytes wait (compressed lists), other reads do not} {
+        # A list made with list-compress-depth 1 keeps compressing its inner
+        # nodes after the setting changes back; reading such a node
+        # decompresses it in place (new allocations, a rewritten pointer).
+        r config set list-compress-depth 1
+        set elems {}
+        for {set i 0} {$i < 3000} {incr i} { lappend elems "compressible-element-$i" }
+        r rpush $fk:zl {*}$elems
+        r config set list-compress-depth 0
+        r rpush $fk:plain a b c
+        assert_match {*ql_compressed:1*} [r debug object $fk:zl]
+        set digest [r debug digest-value $fk:zl]
+        set postponed [sf_info migration_postponed_commands]
+        r debug slotfreeze 10000 $fslot
+        set rd [redis_deferring_client]
+        $rd lrange $fk:zl 1000 1002
+        set rd2 [redis_deferring_client]
+        $rd2 debug digest-value $fk:zl
+        set rd3 [redis_deferring_client]
+        $rd3 eval_ro {return redis.call('lrange', KEYS[1], 0, -1)} 1 $fk:plain
+        set rd4 [redis_deferring_client]
+        $rd4 multi
+        $rd4 read
+        $rd4 lindex $fk:zl 2000
+        $rd4 read
+        $rd4 exec
+        wait_for_blocked_clients_count 4 50 100
+        assert_equal [expr {$postponed + 4}] [sf_info migration_postponed_commands]
+        # Other reads of the frozen slot, and scripts of other slots, run.
+        assert_equal {a b c} [r lrange $fk:plain 0 -1]
+        assert_equal {x} [r eval_ro {return {'x'}} 1 $ok]
+        # So do reads of the compressed list that leave it as it is.
+        assert_equal 1 [r exists $fk:zl]
+        assert_equal 3000 [r llen $fk:zl]
+        assert_equal list [r type $fk:zl]
+        assert_equal [r debug digest-value $fk:plain] [r debug digest-value $fk:plain]
+        r dump $fk:zl
+        assert_equal 4 [s blocked_clients]
+        r debug slotfreeze off
+        assert_equal {compressible-element-1000 compressible-element-1001 compressible-element-1002} [$rd read]
+        assert_equal $digest [$rd2 read]
+        assert_equal {a b c} [$rd3 read]
+        assert_equal {compressible-element-2000} [$rd4 read]
+        $rd close; $rd2 close; $rd3 close; $rd4 close
+        r del $fk:zl $fk:plain
     }
 
     test {SLOTFREEZE: expired keys of a frozen slot are not deleted until it thaws} {
