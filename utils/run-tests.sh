@@ -19,12 +19,15 @@
 # non-zero if any suite failed.
 #
 # Knobs: TEST_CLIENTS (parallel clients of ./runtest, default 8),
-# TEST_TIMEOUT (seconds per unit, default 1200).
+# TEST_TIMEOUT (seconds per unit, default 1200), TEST_RETRY_MAX (upstream
+# unit tests retried alone, see retry_unit; default 3, 0 for none);
+# RUN_TESTS_TREE and RUN_TESTS_LOGS (another tree and log folder, for
+# tests/build/run-tests-retry.sh).
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
-tree="$repo/build/redis"
-logs="$repo/build/test-logs"
+tree=${RUN_TESTS_TREE:-$repo/build/redis}
+logs=${RUN_TESTS_LOGS:-$repo/build/test-logs}
 skips="$repo/tests/upstream-skip.txt"
 clients=${TEST_CLIENTS:-8}
 timeout=${TEST_TIMEOUT:-1200}
@@ -70,8 +73,48 @@ run_unit() {
     (cd "$tree" && ./runtest --clients "$clients" --timeout "$timeout" \
         --baseport "$baseport" --skipfile "$skipfile") 2>&1 | nocolor | tee "$log"
     local rc=${PIPESTATUS[0]}
-    record unit "$(count '^\[ok\]:' "$log")" \
-        "$(count '^\[(err|exception)\]:' "$log")" "$rc"
+    local pass fail
+    pass=$(count '^\[ok\]:' "$log"); fail=$(count '^\[(err|exception)\]:' "$log")
+    retry_unit
+    record unit "$pass" "$fail" "$rc"
+}
+
+# A few upstream tests are timing-dependent and fail now and then on this
+# 2-core machine, with or without our patches (the active defrag test's
+# fragmentation check during AOF loading, upstream's own known flake). When
+# at most $retry_max tests failed (an assertion, not an exception that
+# aborted a file, nor a timeout), each runs once more alone
+# (--single <file> --only <name>); one that passes then counts as passed and
+# is named in build/test-logs/unit.flaky and in the summary. A test that
+# fails twice, or more failures than that, stay failures.
+retry_max=${TEST_RETRY_MAX:-3}
+retry_unit() {
+    local flaky="$logs/unit.flaky" rlog="$logs/unit-retry.log" name file n
+    : > "$flaky"; : > "$rlog"
+    [ "$rc" != 0 ] && [ "$fail" -gt 0 ] && [ "$fail" -le "$retry_max" ] || return 0
+    grep -qE '^\[exception\]:|\[TIMEOUT\]|^Killing still running' "$log" && return 0
+    n=$(grep -cE '^\[err\]: .* in tests/unit/[^ ]+\.tcl$' "$log")
+    [ "$n" = "$fail" ] || return 0
+    while IFS= read -r line; do
+        name=${line#\[err\]: }; file=${name##* in tests/}; name=${name% in tests/*}
+        file=${file%.tcl}
+        echo "run-tests: retrying alone: '$name' ($file)" | tee -a "$rlog"
+        (cd "$tree" && ./runtest --clients 1 --timeout "$timeout" --baseport "$baseport" \
+            --skipfile "$skipfile" --single "$file" --only "$name") 2>&1 | nocolor > "$rlog.tmp"
+        local r=${PIPESTATUS[0]}
+        cat "$rlog.tmp" >> "$rlog"
+        if [ "$r" = 0 ] && grep -qxF "[ok]: $name" <(sed 's/ ([0-9]* ms)$//' "$rlog.tmp") &&
+                ! grep -qE '^\[(err|exception)\]:' "$rlog.tmp"; then
+            echo "run-tests: '$name' failed in the suite, passed alone on retry" | tee -a "$rlog"
+            printf '%s (%s)\n' "$name" "$file" >> "$flaky"
+            pass=$((pass + 1)); fail=$((fail - 1))
+        else
+            echo "run-tests: '$name' failed again alone" | tee -a "$rlog"
+        fi
+        rm -f "$rlog.tmp"
+    done < <(grep -E '^\[err\]: .* in tests/unit/[^ ]+\.tcl$' "$log")
+    [ "$fail" = 0 ] && rc=0
+    return 0
 }
 
 run_cluster() {
@@ -163,6 +206,12 @@ done
 # keeps only the tail) still shows them.
 for s in $suites; do
     [ -f "$logs/$s.log" ] || continue
+    if [ -s "$logs/$s.flaky" ]; then
+        echo "run-tests: $s: failed in the suite, passed alone on retry (see $s-retry.log):"
+        sed 's/^/    /' "$logs/$s.flaky"
+    fi
+    f=1; [ -f "$logs/$s.counts" ] && read -r _ f < "$logs/$s.counts"
+    [ "$f" != 0 ] || continue
     grep -qE '^\[(err|exception)\]:|FAILED:' "$logs/$s.log" || continue
     echo "run-tests: $s: failed tests, each with the 3 lines after it:"
     grep -A3 -E '^\[(err|exception)\]:|FAILED:' "$logs/$s.log" | head -40 | sed 's/^/    /'
