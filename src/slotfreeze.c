@@ -228,13 +228,42 @@ static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int l
     return 1;
 }
 
+/* Whether a DEBUG subcommand must wait. DEBUG is no write command, but
+ * some of its subcommands write keys anywhere: RELOAD and LOADAOF empty
+ * the keyspace and load it again, POPULATE adds keys, SLOTCOMPACT and
+ * SLOTREPLANT move keys' memory. They wait like FLUSHALL, while any freeze
+ * lasts. Others read values in ways that change their bytes: DIGEST reads
+ * every value, DIGEST-VALUE the values it names and QUICKLIST <key> 1 the
+ * list it names, decompressing compressed lists in place. They wait while
+ * some slot's keys are frozen, as such list reads do. The rest (OBJECT,
+ * SLOTFREEZE, MIGRATION-DELAY, SLEEP...) change no key and run. */
+static int slotFreezeDebugWaits(redisDb *db, robj **argv, int argc) {
+    static const char *writers[] = {"reload", "loadaof", "populate", "slotcompact",
+                                    "slotreplant", NULL};
+    int waits = 0;
+
+    if (argc < 2 || !sdsEncodedObject(argv[1])) return 0;
+    const char *sub = argv[1]->ptr;
+    for (int j = 0; writers[j]; j++)
+        if (!strcasecmp(sub, writers[j])) return 1;
+    if (!slotFreezeKeysFrozen()) return 0;
+    if (argc == 2 && !strcasecmp(sub, "digest")) return 1;
+    if (argc == 4 && !strcasecmp(sub, "quicklist") && sdsEncodedObject(argv[3]) &&
+        atoi(argv[3]->ptr) != 0)
+        return slotFreezeKeyWaits(db, argv[2], 0, 0, 1);
+    if (argc < 3 || strcasecmp(sub, "digest-value")) return 0;
+    for (int j = 2; j < argc && !waits; j++)
+        waits = slotFreezeKeyWaits(db, argv[j], 0, 0, 1);
+    return waits;
+}
+
 /* Whether one command (with its arguments) must wait. Writes wait when
  * they name a key of a frozen slot, or no key at all (FLUSHALL, EVAL
  * without keys...: anything could be touched). Reads wait only when they
  * would change a frozen slot's bytes: list reads of elements (LRANGE,
  * LINDEX, LPOS, SORT_RO; not LLEN, and not DUMP, which copies compressed
  * nodes as they are) of a list that compresses (slotFreezeReadChanges),
- * DEBUG DIGEST-VALUE of one (no key in its specification), and scripts
+ * DEBUG DIGEST and DIGEST-VALUE (slotFreezeDebugWaits), and scripts
  * that only read when they name a key of a frozen slot or none at all (a
  * script may read keys it did not name, of its slot or, naming none, of
  * any). */
@@ -246,14 +275,8 @@ static int slotFreezeCommandWaits(redisDb *db, struct redisCommand *cmd, uint64_
     int script = (cmd->flags & CMD_NO_MANDATORY_KEYS) != 0;
     int listread = (cmd->acl_categories & ACL_CATEGORY_LIST) && cmd->proc != llenCommand;
 
+    if (cmd->proc == debugCommand) return slotFreezeDebugWaits(db, argv, argc);
     if (!write && !slotFreezeKeysFrozen()) return 0;
-    if (!write && cmd->proc == debugCommand) {
-        if (argc < 3 || !sdsEncodedObject(argv[1]) ||
-            strcasecmp(argv[1]->ptr, "digest-value")) return 0;
-        for (int j = 2; j < argc && !waits; j++)
-            waits = slotFreezeKeyWaits(db, argv[j], 0, 0, 1);
-        return waits;
-    }
     numkeys = getKeysFromCommand(cmd, argv, argc, &result);
     if (numkeys == 0) {
         if (write) waits = !(cmd->flags & CMD_PUBSUB);

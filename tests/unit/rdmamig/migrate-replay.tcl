@@ -18,6 +18,7 @@
 #    hold theirs, and reads that would change bytes not sent yet (a
 #    compressed list's) wait too; a slot such a command waits for is sent
 #    next; the reply's mean pause per slot is below the longest.
+# 2c. DEBUG DIGEST during the transfer waits until the bytes have left.
 # 3. With migration-write-replay no, those writes wait for the handover.
 # 4. A CLIENT PAUSE WRITE on either node (a manual failover pauses writes
 #    too) holds the migration's links, replay and deletes until it ends;
@@ -262,6 +263,45 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal last-after-send [R 1 get $last]
         mg_assert_keys 1 $snap
         mg_assert_absent 0 [concat $keys [list $newfirst $zl]]
+        mg_assert_owner 1 $W
+        mg_wait_converged
+        mg_assert_replicas_equal
+        mg_migrate 1 0 $W
+        mg_wait_converged
+    }
+
+    test {DEBUG DIGEST during a transfer waits for the slots' bytes to leave (it would decompress lists in place); the migration succeeds} {
+        set W {3200-3204}
+        set keys [mg_fill 0 dg 40 [mg_slotset $W]]
+        set zl [lindex [mg_names dg:zl 1 [mg_slotset $W]] 0]
+        mg_make_key 0 $zl listcomp
+        assert_match {*ql_compressed:1*} [R 0 debug object $zl]
+        set snap [mg_snapshot 0 [concat $keys [list $zl]]]
+        set digest [R 0 debug digest]
+        set postponed [mg_info 0 migration_postponed_commands]
+        # The donor sleeps once both ends registered the blocks, before the
+        # first byte is written: every slot is still frozen.
+        R 0 debug migration-delay write 1500
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 transfer
+        set dg [redis_deferring_client -0]
+        $dg debug digest
+        wait_for_condition 50 20 {
+            [mg_info 0 migration_postponed_commands] == $postponed + 1
+        } else {
+            fail "DEBUG DIGEST was not held during the transfer"
+        }
+        set failed [catch {$rd read} reply]
+        $rd close
+        R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
+        mg_assert_reply $reply 5 [llength [dict keys $snap]]
+        # It ran once the bytes had left, before the handover: the keys
+        # were all still there, as they were.
+        assert_equal $digest [$dg read]
+        $dg close
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 [dict keys $snap]
         mg_assert_owner 1 $W
         mg_wait_converged
         mg_assert_replicas_equal

@@ -132,6 +132,43 @@ start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmami
         r del $fk:zl $fk:plain
     }
 
+    test {SLOTFREEZE: DEBUG DIGEST, RELOAD and POPULATE wait for a frozen slot, DEBUG OBJECT and QUICKLIST do not} {
+        # DEBUG DIGEST reads every value, and so decompresses a compressed
+        # list's nodes in place; DEBUG RELOAD empties the keyspace and
+        # loads it again, as FLUSHALL would.
+        r config set list-compress-depth 1
+        set elems {}
+        for {set i 0} {$i < 3000} {incr i} { lappend elems "compressible-element-$i" }
+        r rpush $fk:zl {*}$elems
+        r config set list-compress-depth 0
+        assert_match {*ql_compressed:1*} [r debug object $fk:zl]
+        set digest [r debug digest]
+        set postponed [sf_info migration_postponed_commands]
+        r debug slotfreeze 10000 $fslot
+        set rd [redis_deferring_client]
+        $rd debug digest
+        set rd2 [redis_deferring_client]
+        $rd2 debug reload
+        set rd3 [redis_deferring_client]
+        $rd3 debug populate 10 dbgpop
+        wait_for_blocked_clients_count 3 50 100
+        assert_equal [expr {$postponed + 3}] [sf_info migration_postponed_commands]
+        # Neither DEBUG OBJECT nor DEBUG QUICKLIST without detail
+        # decompresses anything: they run.
+        assert_match {*ql_compressed:1*} [r debug object $fk:zl]
+        assert_match {*printed*} [r debug quicklist $fk:zl]
+        assert_equal 3 [s blocked_clients]
+        assert_equal 0 [r exists dbgpop:0]
+        r debug slotfreeze off
+        assert_equal $digest [$rd read]
+        assert_equal OK [$rd2 read]
+        assert_equal OK [$rd3 read]
+        assert_equal 1 [r exists dbgpop:0]
+        $rd close; $rd2 close; $rd3 close
+        r del $fk:zl
+        for {set i 0} {$i < 10} {incr i} { r del dbgpop:$i }
+    }
+
     test {SLOTFREEZE: expired keys of a frozen slot are not deleted until it thaws} {
         r debug set-active-expire 1
         r set $fk v px 100
