@@ -129,8 +129,19 @@ long long slotThaw(void) {
 
     if (!sf.nslots) return 0;
     if (sf.held) {
-        /* Everything held runs now (once the event loop gets to it). */
-        raxFreeWithCallback(sf.held, slotFreezeHeldEnd);
+        /* Everything held runs now (once the event loop gets to it). A
+         * client that disconnected while held ran nothing: its wait is not
+         * counted (it would be the whole freeze, whenever it left). */
+        raxIterator ri;
+        raxStart(&ri, sf.held);
+        raxSeek(&ri, "^", NULL, 0);
+        while (raxNext(&ri)) {
+            uint64_t id;
+            memcpy(&id, ri.key, sizeof(id));
+            if (lookupClientByID(id)) slotFreezeHeldEnd(ri.data);
+        }
+        raxStop(&ri);
+        raxFree(sf.held);
         sf.held = NULL;
     }
     lasted = sf.relaxed ? 0 : mstime() - sf.since;

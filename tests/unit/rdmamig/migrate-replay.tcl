@@ -18,7 +18,8 @@
 #    hold theirs, and reads that would change bytes not sent yet (a
 #    compressed list's) wait too; a slot such a command waits for is sent
 #    next; the reply's mean pause per slot is below the longest.
-# 2c. DEBUG DIGEST during the transfer waits until the bytes have left.
+# 2c. DEBUG DIGEST during the transfer waits until the bytes have left; a
+#    held client that disconnects is not counted in the longest wait.
 # 3. With migration-write-replay no, those writes wait for the handover.
 # 4. A CLIENT PAUSE WRITE on either node (a manual failover pauses writes
 #    too) holds the migration's links, replay and deletes until it ends;
@@ -305,6 +306,40 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_owner 1 $W
         mg_wait_converged
         mg_assert_replicas_equal
+        mg_migrate 1 0 $W
+        mg_wait_converged
+    }
+
+    test {A held client that disconnects does not count in commands_held_max_ms} {
+        set W {3300-3304}
+        set keys [mg_fill 0 hc 20 [mg_slotset $W]]
+        set k [lindex $keys 0]
+        set postponed [mg_info 0 migration_postponed_commands]
+        R 0 debug migration-delay write 1500
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 transfer
+        set gone [redis_deferring_client -0]
+        $gone set $k never-answered
+        wait_for_condition 50 20 {
+            [mg_info 0 migration_postponed_commands] == $postponed + 1
+        } else {
+            fail "the write was not held"
+        }
+        $gone close
+        set failed [catch {$rd read} reply]
+        $rd close
+        R 0 debug migration-delay reset
+        if {$failed} { fail "the migration failed: $reply" }
+        # It was held (counted once), but its wait, which never ended with
+        # a command run, is not the longest wait: about the whole freeze.
+        assert_equal 1 [dict get $reply commands_held]
+        assert {[dict get $reply write_pause_ms] >= 1400}
+        assert {[dict get $reply commands_held_max_ms] < 500}
+        assert_equal [dict get $reply commands_held_max_ms] [mg_info 0 migration_last_commands_held_max_ms]
+        # Its write never ran: the key moved as it was.
+        assert {[R 1 get $k] ne {never-answered}}
+        mg_assert_owner 1 $W
+        mg_wait_converged
         mg_migrate 1 0 $W
         mg_wait_converged
     }
