@@ -1608,17 +1608,38 @@ size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max) {
     return n;
 }
 
-/* The parts of an active block that hold anything: its header pages and
- * every slab or run, as byte ranges, adjacent ones merged, in order. Free
- * spans are left out: a migration ships only these ranges and the copy's
- * free pages keep the zeros of a fresh block (the page table, in the
- * header, is what describes them). A huge block is one range. Returns how
- * many ranges there are (fills out[] up to max). The slot must not change
- * meanwhile. */
+/* The bytes of slab page i (class c) that hold live chunks: from the
+ * slab's start to the end of its last live chunk (0: none live). Chunks
+ * are taken lowest first, so a slab's free chunks are mostly at its end,
+ * with the leftover bytes past its last chunk. */
+static size_t saSlabUsedBytes(saBlock *b, uint32_t i, uint32_t c) {
+    const uint64_t *bm = b->bitmap + (size_t)i * SA_WORDS_PER_PAGE;
+    uint32_t nchunks = sa_class_chunks[c];
+
+    for (uint32_t w = (nchunks + 63) / 64; w-- > 0;) {
+        uint64_t word = bm[w];
+        if (w == nchunks / 64 && nchunks % 64) word &= (1ULL << (nchunks % 64)) - 1;
+        if (word == 0) continue;
+        uint32_t last = w * 64 + 63 - (uint32_t)__builtin_clzll(word);
+        return (size_t)(last + 1) * sa_class_size[c];
+    }
+    return 0;
+}
+
+/* The parts of an active block that hold anything: its header (to the end
+ * of its bitmap), every run, and every slab up to the end of its last live
+ * chunk (a slab with none is left out), as byte ranges, adjacent ones
+ * merged, in order. Free spans, the free tails of slabs and the header's
+ * unused end are left out: a migration ships only
+ * these ranges, and in the copy what was not sent keeps the zeros of a
+ * fresh block (never even touched, so never faulted in): the header's
+ * page table and bitmap describe it, and a free chunk's bytes mean
+ * nothing. A huge block is one range. Returns how many ranges there are
+ * (fills out[] up to max). The slot must not change meanwhile. */
 size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max) {
     saBlock *b = saLookup(block_addr);
     size_t n = 0;
-    uint32_t run_start = 0, run_end = 0;    /* Pages [start, end) in use. */
+    size_t run_start = 0, run_end;          /* Bytes [start, end) in use. */
 
     if (!b || b->base != block_addr || b->state != SA_BLOCK_ACTIVE) return 0;
     if (b->huge) {
@@ -1628,26 +1649,36 @@ size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_
         }
         return 1;
     }
-    run_end = b->hdr_pages;
+    /* The header up to the end of its bitmap: the rest of its last page is
+     * never written. */
+    uint32_t pt_off, bm_off, hdr_pages;
+    saLayout(b->npages, &pt_off, &bm_off, &hdr_pages);
+    run_end = (size_t)bm_off + (size_t)b->npages * SA_WORDS_PER_PAGE * sizeof(uint64_t);
     for (uint32_t i = b->hdr_pages, len; i < b->npages; i += len) {
         saPageEntry e = b->pt[i];
-        int used = e.kind == SA_PG_SLAB || e.kind == SA_PG_RUN;
-        if (e.kind == SA_PG_SLAB) len = sa_class_pages[e.cls];
-        else len = e.arg ? e.arg : 1;
+        size_t used = 0;
+        if (e.kind == SA_PG_SLAB) {
+            len = sa_class_pages[e.cls];
+            used = saSlabUsedBytes(b, i, e.cls);
+        } else {
+            len = e.arg ? e.arg : 1;
+            if (e.kind == SA_PG_RUN) used = (size_t)len << SA_PAGE_SHIFT;
+        }
         if (!used) continue;
-        if (i != run_end) {
+        size_t start = (size_t)i << SA_PAGE_SHIFT;
+        if (start != run_end) {
             if (n < max) {
-                out[n].offset = (size_t)run_start << SA_PAGE_SHIFT;
-                out[n].len = (size_t)(run_end - run_start) << SA_PAGE_SHIFT;
+                out[n].offset = run_start;
+                out[n].len = run_end - run_start;
             }
             n++;
-            run_start = i;
+            run_start = start;
         }
-        run_end = i + len;
+        run_end = start + used;
     }
     if (n < max) {
-        out[n].offset = (size_t)run_start << SA_PAGE_SHIFT;
-        out[n].len = (size_t)(run_end - run_start) << SA_PAGE_SHIFT;
+        out[n].offset = run_start;
+        out[n].len = run_end - run_start;
     }
     n++;
     return n;
@@ -2644,12 +2675,16 @@ static int saTestUsedRanges(void) {
     n = slotAllocBlockUsedRanges(x.addr, r, 256);
     SA_CHECK(n > 0 && n <= 256 && r[0].offset == 0);
     for (size_t i = 0; i < n; i++) {
-        SA_CHECK(r[i].len > 0 && r[i].offset % SA_PAGE_SIZE == 0 && r[i].len % SA_PAGE_SIZE == 0);
+        SA_CHECK(r[i].len > 0 && r[i].offset % SA_PAGE_SIZE == 0);  /* Header, slab or run. */
         SA_CHECK(r[i].offset + r[i].len <= x.size);
         if (i) SA_CHECK(r[i].offset > r[i - 1].offset + r[i - 1].len);  /* Merged. */
         total += r[i].len;
     }
     SA_CHECK(total < x.size);       /* The freed runs left free pages out. */
+    /* Some slab's free tail is left out too: a range ends inside a page. */
+    int ragged = 0;
+    for (size_t i = 0; i < n; i++) ragged |= (r[i].offset + r[i].len) % SA_PAGE_SIZE != 0;
+    SA_CHECK(ragged);
     for (size_t i = 0; i < 600; i++) {
         saTestAlloc *a = &allocs[i];
         if (!a->p || slotAllocBlockOf(a->p) != x.addr) continue;
@@ -2673,6 +2708,52 @@ static int saTestUsedRanges(void) {
     }
     SA_CHECK(saTestVerifyAll());
     for (size_t i = 0; i < 600; i++) if (allocs[i].p) slotAllocFree(allocs[i].p);
+    return 0;
+}
+
+/* The used ranges of slabs stop at their last live chunk, and a slab with
+ * none is left out: what a migration ships of a block that is mostly free
+ * chunks. */
+static int saTestUsedRangesTrim(void) {
+    slotAllocBlockInfo x;
+    slotAllocRangeInfo r[16];
+    char *a[3], *b[2];
+    size_t n, hdr;
+
+    SA_CHECK(slotAllocInit(256 << 20, 64 << 10, 256 << 10) == 0);
+    for (int i = 0; i < 3; i++) SA_CHECK((a[i] = slotAllocMalloc(300, 48)) != NULL);
+    for (int i = 0; i < 2; i++) SA_CHECK((b[i] = slotAllocMalloc(300, 1500)) != NULL);
+    SA_CHECK(slotAllocSlotBlocks(300, &x, 1) == 1);
+    hdr = (size_t)saLookup(x.addr)->hdr_pages << SA_PAGE_SHIFT;
+    size_t a0 = (size_t)(a[0] - (char *)x.addr), b0 = (size_t)(b[0] - (char *)x.addr);
+    SA_CHECK(a0 == hdr && a[1] == a[0] + 48 && a[2] == a[1] + 48);
+    SA_CHECK(b0 % SA_PAGE_SIZE == 0 && b0 > a0 && b[1] == b[0] + 1536);
+    /* The header to the end of its bitmap (a 64 KiB block's fits in its
+     * first page, with room to spare); the 48 byte slab to the end of its
+     * third chunk; the 1536 byte slab to the end of its second. */
+    uint32_t pt_off, bm_off, hdr_pages;
+    saLayout((uint32_t)(x.size >> SA_PAGE_SHIFT), &pt_off, &bm_off, &hdr_pages);
+    size_t hdr_end = bm_off + (x.size >> SA_PAGE_SHIFT) * SA_WORDS_PER_PAGE * sizeof(uint64_t);
+    SA_CHECK(hdr_pages == 1 && hdr_end < hdr);
+    n = slotAllocBlockUsedRanges(x.addr, r, 16);
+    SA_CHECK(n == 3 && r[0].offset == 0 && r[0].len == hdr_end);
+    SA_CHECK(r[1].offset == a0 && r[1].len == 3 * 48);
+    SA_CHECK(r[2].offset == b0 && r[2].len == 2 * 1536);
+    /* A free chunk in the middle is still shipped, a free last one not. */
+    slotAllocFree(a[1]);
+    n = slotAllocBlockUsedRanges(x.addr, r, 16);
+    SA_CHECK(n == 3 && r[1].len == 3 * 48);
+    slotAllocFree(a[2]);
+    n = slotAllocBlockUsedRanges(x.addr, r, 16);
+    SA_CHECK(n == 3 && r[1].len == 48);
+    /* The slab empty (kept: the only one of its class): left out. */
+    slotAllocFree(a[0]);
+    n = slotAllocBlockUsedRanges(x.addr, r, 16);
+    SA_CHECK(n == 2 && r[0].offset == 0 && r[0].len == hdr_end);
+    SA_CHECK(r[1].offset == b0 && r[1].len == 2 * 1536);
+    slotAllocFree(b[1]);
+    slotAllocFree(b[0]);
+    SA_CHECK(saTestVerifyAll());
     return 0;
 }
 
@@ -2835,6 +2916,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"frees from another thread during allocations", saTestThreads},
         {"reserve + adopt keeps allocations, free space usable", saTestAdopt},
         {"a copy of the used ranges only adopts intact", saTestUsedRanges},
+        {"used ranges stop at each slab's last live chunk", saTestUsedRangesTrim},
         {"adopt rejects corrupted header, page table, bitmap", saTestAdoptRejects},
         {"adopt survives random corruption", saTestAdoptFuzz},
     };
