@@ -1608,6 +1608,15 @@ size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max) {
     return n;
 }
 
+/* Used ranges closer than this are shipped as one (slotAllocBlockUsedRanges):
+ * the end of a full slab, past its last chunk, is up to 1/8 of it, and
+ * each separate range costs the transfer a record of its own. Measured
+ * with utils/bench/migrate-pair (one pair of the 1 M record rebalance):
+ * merging nothing sent 16 % fewer bytes than whole pages did but took 8 %
+ * longer over loopback TCP; merging gaps of up to 1 KiB sends 15 % fewer
+ * bytes in the same time as whole pages. */
+#define SA_RANGE_MERGE_GAP 1024
+
 /* The bytes of slab page i (class c) that hold live chunks: from the
  * slab's start to the end of its last live chunk (0: none live). Chunks
  * are taken lowest first, so a slab's free chunks are mostly at its end,
@@ -1634,8 +1643,10 @@ static size_t saSlabUsedBytes(saBlock *b, uint32_t i, uint32_t c) {
  * these ranges, and in the copy what was not sent keeps the zeros of a
  * fresh block (never even touched, so never faulted in): the header's
  * page table and bitmap describe it, and a free chunk's bytes mean
- * nothing. A huge block is one range. Returns how many ranges there are
- * (fills out[] up to max). The slot must not change meanwhile. */
+ * nothing. Ranges less than SA_RANGE_MERGE_GAP apart are merged (the free
+ * bytes between them are sent too). A huge block is one range. Returns how
+ * many ranges there are (fills out[] up to max). The slot must not change
+ * meanwhile. */
 size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max) {
     saBlock *b = saLookup(block_addr);
     size_t n = 0;
@@ -1666,7 +1677,7 @@ size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_
         }
         if (!used) continue;
         size_t start = (size_t)i << SA_PAGE_SHIFT;
-        if (start != run_end) {
+        if (start - run_end > SA_RANGE_MERGE_GAP) {
             if (n < max) {
                 out[n].offset = run_start;
                 out[n].len = run_end - run_start;
@@ -2753,6 +2764,17 @@ static int saTestUsedRangesTrim(void) {
     SA_CHECK(r[1].offset == b0 && r[1].len == 2 * 1536);
     slotAllocFree(b[1]);
     slotAllocFree(b[0]);
+    /* Two full slabs of 112 byte chunks (36 a page, 64 bytes left over at
+     * the end of each) are one range: gaps up to SA_RANGE_MERGE_GAP are
+     * sent rather than cut into records. */
+    char *c[72];
+    for (int i = 0; i < 72; i++) SA_CHECK((c[i] = slotAllocMalloc(301, 112)) != NULL);
+    SA_CHECK(slotAllocSlotBlocks(301, &x, 1) == 1);
+    size_t c0 = (size_t)(c[0] - (char *)x.addr), c36 = (size_t)(c[36] - (char *)x.addr);
+    SA_CHECK(c36 == c0 + SA_PAGE_SIZE && c[35] == c[0] + 35 * 112);
+    n = slotAllocBlockUsedRanges(x.addr, r, 16);
+    SA_CHECK(n == 2 && r[1].offset == c0 && r[1].len == SA_PAGE_SIZE + 36 * 112);
+    for (int i = 0; i < 72; i++) slotAllocFree(c[i]);
     SA_CHECK(saTestVerifyAll());
     return 0;
 }
@@ -2916,7 +2938,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"frees from another thread during allocations", saTestThreads},
         {"reserve + adopt keeps allocations, free space usable", saTestAdopt},
         {"a copy of the used ranges only adopts intact", saTestUsedRanges},
-        {"used ranges stop at each slab's last live chunk", saTestUsedRangesTrim},
+        {"used ranges stop at each slab's last live chunk, close ones merge", saTestUsedRangesTrim},
         {"adopt rejects corrupted header, page table, bitmap", saTestAdoptRejects},
         {"adopt survives random corruption", saTestAdoptFuzz},
     };
