@@ -12,11 +12,13 @@
  *  3. donor -> recipient: any number of DATA records, a migWireRecord
  *     header followed by its payload, sent with writev() straight from
  *     the donor's blocks (up to IOV_MAX iovecs per call). The recipient
- *     reads each header into a private buffer, validates block id, offset
- *     and length against its registration, and only then reads the payload
- *     straight into the block (readv() of the payload plus the next header,
- *     so a stream of records costs about one system call each, and no
- *     byte of a header can ever land in block memory).
+ *     reads the stream into a private buffer, validates each header's
+ *     block id, offset and length against its registration, and only then
+ *     stores the payload in the block: copied from that buffer, or, for
+ *     the rest of a long one, read straight into the block (readv() of the
+ *     payload plus the buffer). Runs of small records cost no system call
+ *     each, long payloads no copy, and no byte of a header can ever land
+ *     in block memory.
  *  4. donor -> recipient: DONE, the summary (total bytes, segments, digest
  *     of the extent list, then one big endian u64 per remote block: bytes
  *     written into it). The recipient compares it with what it counted.
@@ -65,6 +67,12 @@ _Static_assert(offsetof(migWireHello, token) == 16, "migWireHello layout");
 #endif
 /* iovecs per writev(): headers and payloads alternate. */
 #define MIG_TCP_IOV (IOV_MAX & ~1)
+/* The recipient's read-ahead buffer, and the shortest rest of a payload it
+ * reads straight into the block rather than through that buffer
+ * (migTcpWaitTransfer). */
+#define MIG_TCP_STAGE (256 * 1024)
+#define MIG_TCP_DIRECT_MIN (64 * 1024)
+_Static_assert(MIG_TCP_STAGE >= 2 * MIG_TCP_DIRECT_MIN, "a stage holds small payloads whole");
 /* Largest payload of one DATA record; bigger segments are split. */
 #define MIG_TCP_MAX_RECORD (1ULL << 30)
 /* Most blocks one connection may register (bounds the DONE message). */
@@ -324,15 +332,43 @@ int migCheckSummary(migConn *c, const migWireRecord *done,
     return 0;
 }
 
-/* Index of the registered send block holding [p, p+len), or -1. */
+/* A registered block's start, and its index in c->blocks. */
+struct migBlockAddr {
+    uintptr_t addr;
+    uint32_t idx;
+};
+
+static int migBlockAddrCmp(const void *x, const void *y) {
+    uintptr_t a = ((const struct migBlockAddr *)x)->addr;
+    uintptr_t b = ((const struct migBlockAddr *)y)->addr;
+    return a < b ? -1 : a > b;
+}
+
+static int migBlockHolds(const migBlock *b, uintptr_t a, uint64_t len) {
+    uintptr_t s = (uintptr_t)b->addr;
+    return a >= s && a - s <= b->len && len <= b->len - (a - s);
+}
+
+/* The registered block holding [p, p + len), or -1. Every segment a donor
+ * writes is checked this way, and a migration registers thousands of
+ * blocks and writes tens of thousands of segments: a binary search over
+ * the blocks in address order (the one starting last at or before p is
+ * the only candidate unless registered blocks overlap, which the linear
+ * scan still covers). */
 int migFindSendBlock(const migConn *c, const void *p, uint64_t len) {
     uintptr_t a = (uintptr_t)p;
-    for (uint32_t i = 0; i < c->nblocks; i++) {
-        uintptr_t b = (uintptr_t)c->blocks[i].addr;
-        if (a >= b && a - b <= c->blocks[i].len &&
-            len <= c->blocks[i].len - (a - b))
-            return (int)i;
+    if (c->byAddr) {
+        uint32_t lo = 0, hi = c->nblocks;       /* First start > a: hi. */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (c->byAddr[mid].addr <= a) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo > 0 && migBlockHolds(&c->blocks[c->byAddr[lo - 1].idx], a, len))
+            return (int)c->byAddr[lo - 1].idx;
     }
+    for (uint32_t i = 0; i < c->nblocks; i++)
+        if (migBlockHolds(&c->blocks[i], a, len)) return (int)i;
     return -1;
 }
 
@@ -349,6 +385,7 @@ migConn *migNewConn(migKind kind, int donor, int timeoutMs) {
 
 void migFreeConnCommon(migConn *c) {
     free(c->blocks);
+    free(c->byAddr);
     free(c->blockBytes);
     free(c);
 }
@@ -386,6 +423,15 @@ static int migSetBlocks(migConn *c, void *const addrs[], const uint64_t lens[],
         c->blocks[i].len = lens[i];
     }
     c->nblocks = n;
+    /* The address index is a speed-up only: without memory for it,
+     * migFindSendBlock scans. */
+    if ((c->byAddr = malloc((size_t)n * sizeof(*c->byAddr))) != NULL) {
+        for (uint32_t i = 0; i < n; i++) {
+            c->byAddr[i].addr = (uintptr_t)addrs[i];
+            c->byAddr[i].idx = i;
+        }
+        qsort(c->byAddr, n, sizeof(*c->byAddr), migBlockAddrCmp);
+    }
     return 0;
 }
 
@@ -865,35 +911,113 @@ static void migTcpSendVerdict(migConn *c, uint32_t status, const char *why) {
     migTcpWriteFull(c, buf, sizeof(migWireRecord) + tl, "the VERDICT", NULL);
 }
 
-/* Receive DATA records straight into the registered blocks until DONE.
- * Each header is validated before a single payload byte is read: a block
- * id, offset or length that does not fit the registration ends the
- * transfer with an error naming it. */
+/* What the recipient has read from the connection and not parsed yet: the
+ * headers of DATA records, the payloads of small ones, and whatever comes
+ * with them (see migTcpWaitTransfer). Never block memory. */
+typedef struct migTcpStage {
+    unsigned char *buf;     /* MIG_TCP_STAGE bytes */
+    size_t off, len;        /* unparsed bytes: buf[off, off + len) */
+} migTcpStage;
+
+/* One read() or readv() that returns data: waits (poll, up to the deadline)
+ * while there is none. Returns the byte count, 0 if the peer closed the
+ * connection, or -1 with err set (what: what we wait for, for messages). */
+static ssize_t migTcpRecvSome(migConn *c, struct iovec *iov, int iovcnt,
+                              int64_t deadline, int timeoutMs, const char *what,
+                              uint64_t received, char *err) {
+    for (;;) {
+        ssize_t r = iovcnt == 1 ? read(c->fd, iov[0].iov_base, iov[0].iov_len)
+                                : readv(c->fd, iov, iovcnt);
+        if (r >= 0) {
+            c->stats.tcp_bytes_received += (uint64_t)r;
+            return r;
+        }
+        if (errno == EINTR) continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            migSetError(err, "tcp: reading %s from %s: %s", what, c->peer,
+                        strerror(errno));
+            return -1;
+        }
+        int p = migPollFd(c->fd, POLLIN, deadline);
+        if (p == 0) {
+            migSetError(err, "tcp: timeout after %d ms waiting for %s (%" PRIu64
+                        " bytes received)", timeoutMs, what, received);
+            return -1;
+        }
+        if (p < 0) {
+            migSetError(err, "tcp: poll: %s", strerror(errno));
+            return -1;
+        }
+    }
+}
+
+/* Make the stage hold at least need (<= MIG_TCP_STAGE) unparsed bytes,
+ * reading as much as the socket has. 0, or -1 with err set. */
+static int migTcpStageFill(migConn *c, migTcpStage *st, size_t need,
+                           int64_t deadline, int timeoutMs, const char *what,
+                           char *err) {
+    if (st->len >= need) return 0;
+    memmove(st->buf, st->buf + st->off, st->len);
+    st->off = 0;
+    while (st->len < need) {
+        struct iovec v = {st->buf + st->len, MIG_TCP_STAGE - st->len};
+        ssize_t r = migTcpRecvSome(c, &v, 1, deadline, timeoutMs, what,
+                                   c->stats.payload_bytes, err);
+        if (r < 0) return -1;
+        if (r == 0) {
+            migSetError(err, "tcp: %s closed the connection while we waited "
+                        "for %s", c->peer, what);
+            return -1;
+        }
+        st->len += (size_t)r;
+    }
+    return 0;
+}
+
+/* Receive DATA records into the registered blocks until DONE. Each header
+ * is validated before a single byte of its payload is stored: a block id,
+ * offset or length that does not fit the registration ends the transfer
+ * with an error naming it.
+ *
+ * The connection is read in big pieces into a private stage, and records
+ * are parsed from there: a record's payload is copied from the stage into
+ * its block, and once the stage is drained, a payload of at least
+ * MIG_TCP_DIRECT_MIN bytes still to come is read straight into the block,
+ * together with what follows it (readv() of the payload and the whole
+ * stage). So a long payload costs no copy, and a run of small records (a
+ * slot's blocks are shipped as many short ranges) no system call each;
+ * no byte of a header ever lands in block memory. */
 static int migTcpWaitTransfer(migConn *c, int timeoutMs, char *err) {
     int64_t deadline = migNowMs() + timeoutMs;
     migWireRecord raw, h;
-    size_t have = 0;        /* bytes of the next header already in 'raw' */
+    migTcpStage st = {malloc(MIG_TCP_STAGE), 0, 0};
     char why[MIG_ERR_LEN];
+    int rc = -1;
 
+    if (st.buf == NULL) {
+        migSetError(err, "tcp: out of memory");
+        return -1;
+    }
     for (;;) {
-        if (have < sizeof(raw) &&
-            migTcpReadFull(c, (char *)&raw + have, sizeof(raw) - have,
-                           deadline, timeoutMs, "the donor's data", err))
-            return -1;
-        have = 0;
+        if (migTcpStageFill(c, &st, sizeof(raw), deadline, timeoutMs,
+                            "the donor's data", err))
+            goto out;
+        memcpy(&raw, st.buf + st.off, sizeof(raw));
+        st.off += sizeof(raw);
+        st.len -= sizeof(raw);
         migDecodeRecord(&raw, &h);
         if (h.magic != MIG_WIRE_MAGIC || h.version != MIG_WIRE_VERSION) {
             migSetError(err, "tcp: %s sent a record with magic 0x%08" PRIx32
                         " version %u after %" PRIu64 " segments: not a "
                         "migration record", c->peer, h.magic, h.version,
                         c->stats.segments);
-            return -1;
+            goto out;
         }
         if (h.type == MIG_MSG_DONE) break;
         if (h.type != MIG_MSG_DATA) {
             migSetError(err, "tcp: %s sent a record of type %u where DATA or "
                         "DONE was expected", c->peer, h.type);
-            return -1;
+            goto out;
         }
         if (h.block >= c->nblocks) {
             snprintf(why, sizeof(why), "peer sent block id %" PRIu32 " but "
@@ -914,53 +1038,57 @@ static int migTcpWaitTransfer(migConn *c, int timeoutMs, char *err) {
                      "(past its end)", h.length, h.offset, h.block, b->len);
             goto lying;
         }
-        if (migAccountExtent(c, h.block, h.offset, h.length, err)) return -1;
+        if (migAccountExtent(c, h.block, h.offset, h.length, err)) goto out;
 
-        /* Payload straight into the block, plus as much of the next header
-         * as comes with it (into 'raw', never into the block). */
+        /* The payload: what the stage holds of it, then the rest. */
         unsigned char *dst = b->addr + h.offset;
         uint64_t left = h.length;
+        size_t take = left < st.len ? (size_t)left : st.len;
+        memcpy(dst, st.buf + st.off, take);
+        dst += take;
+        left -= take;
+        st.off += take;
+        st.len -= take;
         while (left) {
+            /* The stage is empty here. */
             struct iovec iov[2] = {
                 {.iov_base = dst, .iov_len = left > SSIZE_MAX ? SSIZE_MAX : left},
-                {.iov_base = &raw, .iov_len = sizeof(raw)},
+                {.iov_base = st.buf, .iov_len = MIG_TCP_STAGE},
             };
-            ssize_t r = readv(c->fd, iov, 2);
-            if (r > 0) {
-                c->stats.tcp_bytes_received += (uint64_t)r;
-                if ((uint64_t)r <= left) {
-                    dst += r;
-                    left -= (uint64_t)r;
-                } else {
-                    have = (size_t)((uint64_t)r - left);
-                    left = 0;
-                }
-                continue;
-            }
+            int direct = left >= MIG_TCP_DIRECT_MIN;
+            ssize_t r = direct ? migTcpRecvSome(c, iov, 2, deadline, timeoutMs,
+                                                "the donor's data",
+                                                c->stats.payload_bytes - left, err)
+                               : migTcpRecvSome(c, iov + 1, 1, deadline, timeoutMs,
+                                                "the donor's data",
+                                                c->stats.payload_bytes - left, err);
+            if (r < 0) goto out;
             if (r == 0) {
                 migSetError(err, "tcp: %s closed the connection in the middle "
                             "of a record (block %" PRIu32 ", %" PRIu64 " of %"
                             PRIu64 " bytes missing) after %" PRIu64
                             " segments", c->peer, h.block, left, h.length,
                             c->stats.segments - 1);
-                return -1;
+                goto out;
             }
-            if (errno == EINTR) continue;
-            if (errno != EAGAIN && errno != EWOULDBLOCK) {
-                migSetError(err, "tcp: reading block data from %s: %s",
-                            c->peer, strerror(errno));
-                return -1;
-            }
-            int p = migPollFd(c->fd, POLLIN, deadline);
-            if (p == 0) {
-                migSetError(err, "tcp: timeout after %d ms waiting for the "
-                            "donor's data (%" PRIu64 " bytes received)",
-                            timeoutMs, c->stats.payload_bytes - left);
-                return -1;
-            }
-            if (p < 0) {
-                migSetError(err, "tcp: poll: %s", strerror(errno));
-                return -1;
+            st.off = 0;
+            if (direct) {
+                if ((uint64_t)r <= left) {
+                    dst += r;
+                    left -= (uint64_t)r;
+                    st.len = 0;
+                } else {
+                    st.len = (size_t)((uint64_t)r - left);
+                    left = 0;
+                }
+            } else {
+                st.len = (size_t)r;
+                take = left < st.len ? (size_t)left : st.len;
+                memcpy(dst, st.buf, take);
+                dst += take;
+                left -= take;
+                st.off = take;
+                st.len -= take;
             }
         }
     }
@@ -973,15 +1101,19 @@ static int migTcpWaitTransfer(migConn *c, int timeoutMs, char *err) {
     }
     uint64_t *counts = NULL;
     if (h.block) {
-        counts = malloc((size_t)h.block * 8);
+        size_t want = (size_t)h.block * 8, got = want < st.len ? want : st.len;
+        counts = malloc(want);
         if (counts == NULL) {
             migSetError(err, "tcp: out of memory");
-            return -1;
+            goto out;
         }
-        if (migTcpReadFull(c, counts, (size_t)h.block * 8, deadline, timeoutMs,
-                           "the donor's summary", err)) {
+        memcpy(counts, st.buf + st.off, got);
+        st.off += got;
+        st.len -= got;
+        if (migTcpReadFull(c, (char *)counts + got, want - got, deadline,
+                           timeoutMs, "the donor's summary", err)) {
             free(counts);
-            return -1;
+            goto out;
         }
         for (uint32_t i = 0; i < h.block; i++) counts[i] = be64toh(counts[i]);
     }
@@ -991,15 +1123,18 @@ static int migTcpWaitTransfer(migConn *c, int timeoutMs, char *err) {
         migTcpSendVerdict(c, MIG_STATUS_BAD_SUMMARY, why);
         migSetError(err, "tcp: transfer from %s does not add up: %s", c->peer,
                     why);
-        return -1;
+        goto out;
     }
     migTcpSendVerdict(c, MIG_STATUS_OK, NULL);
-    return 0;
+    rc = 0;
+    goto out;
 
 lying:
     migTcpSendVerdict(c, MIG_STATUS_BAD_SUMMARY, why);
     migSetError(err, "tcp: %s; transfer from %s refused", why, c->peer);
-    return -1;
+out:
+    free(st.buf);
+    return rc;
 }
 
 /* ============================ Public entries ============================= */

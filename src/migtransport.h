@@ -248,9 +248,11 @@ struct migConn {
     migStats stats;
     migOptions opts;
     int finished;               /* migFinish/migWaitTransfer succeeded */
-    /* Registered blocks: the recipient's, or the donor's send blocks. */
+    /* Registered blocks: the recipient's, or the donor's send blocks, and
+     * their indexes in address order (migFindSendBlock). */
     migBlock *blocks;
     uint32_t nblocks;
+    struct migBlockAddr *byAddr;
     int registered;
     /* Summary of what was written: per remote block bytes, segments, and
      * the digest of the extent list. The donor builds it as it writes; a

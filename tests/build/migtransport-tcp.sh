@@ -63,6 +63,12 @@ next_port
 run "happy path, 200 blocks of 1..400 segments, another seed" \
     'verified every byte of 200 blocks' \
     $bin --case happy --blocks 200 --pieces 400 --seed 7 --port "$port"
+# Long segments (read straight into the blocks past the recipient's
+# 256 KiB read-ahead) mixed with short ones (parsed from it).
+next_port
+run "happy path, 64 MiB in few and long segments" \
+    'verified every byte of [0-9]+ blocks \(67108864 bytes\)' \
+    $bin --case happy --blocks 4 --total 64m --pieces 3 --seed 3 --port "$port"
 next_port
 run "kind auto picks TCP without an RDMA device, and says why" \
     'auto chose tcp: rdma: .*(no RDMA device|not an address of an RDMA device|no RDMA support)' \
