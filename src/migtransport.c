@@ -476,23 +476,20 @@ static void migFormatSockaddr(const struct sockaddr *sa, char *buf,
     }
 }
 
-/* Read exactly len bytes before the deadline. 'what' names the thing read
- * in errors. */
-static int migTcpReadFull(migConn *c, void *buf, size_t len, int64_t deadline,
-                          int timeoutMs, const char *what, char *err) {
-    unsigned char *p = buf;
-    while (len) {
-        ssize_t n = read(c->fd, p, len);
-        if (n > 0) {
-            p += n;
-            len -= (size_t)n;
-            c->stats.tcp_bytes_received += (uint64_t)n;
-            continue;
-        }
-        if (n == 0) {
-            migSetError(err, "tcp: %s closed the connection while we waited "
-                        "for %s", c->peer, what);
-            return -1;
+/* One read() or readv() that returns data: waits (poll, up to the deadline)
+ * while there is none. Returns the byte count, 0 if the peer closed the
+ * connection, or -1 with err set (what: what we wait for, and received:
+ * the payload bytes received so far, UINT64_MAX for none to tell, for
+ * messages). */
+static ssize_t migTcpRecvSome(migConn *c, struct iovec *iov, int iovcnt,
+                              int64_t deadline, int timeoutMs, const char *what,
+                              uint64_t received, char *err) {
+    for (;;) {
+        ssize_t r = iovcnt == 1 ? read(c->fd, iov[0].iov_base, iov[0].iov_len)
+                                : readv(c->fd, iov, iovcnt);
+        if (r >= 0) {
+            c->stats.tcp_bytes_received += (uint64_t)r;
+            return r;
         }
         if (errno == EINTR) continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -500,16 +497,41 @@ static int migTcpReadFull(migConn *c, void *buf, size_t len, int64_t deadline,
                         strerror(errno));
             return -1;
         }
-        int r = migPollFd(c->fd, POLLIN, deadline);
-        if (r == 0) {
+        int p = migPollFd(c->fd, POLLIN, deadline);
+        if (p == 0 && received == UINT64_MAX) {
             migSetError(err, "tcp: timeout after %d ms waiting for %s from %s",
                         timeoutMs, what, c->peer);
             return -1;
         }
-        if (r < 0) {
+        if (p == 0) {
+            migSetError(err, "tcp: timeout after %d ms waiting for %s from %s (%"
+                        PRIu64 " bytes received)", timeoutMs, what, c->peer, received);
+            return -1;
+        }
+        if (p < 0) {
             migSetError(err, "tcp: poll: %s", strerror(errno));
             return -1;
         }
+    }
+}
+
+/* Read exactly len bytes before the deadline. 'what' names the thing read
+ * in errors. */
+static int migTcpReadFull(migConn *c, void *buf, size_t len, int64_t deadline,
+                          int timeoutMs, const char *what, char *err) {
+    unsigned char *p = buf;
+    while (len) {
+        struct iovec v = {p, len};
+        ssize_t n = migTcpRecvSome(c, &v, 1, deadline, timeoutMs, what,
+                                   UINT64_MAX, err);
+        if (n < 0) return -1;
+        if (n == 0) {
+            migSetError(err, "tcp: %s closed the connection while we waited "
+                        "for %s", c->peer, what);
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
     }
     return 0;
 }
@@ -918,38 +940,6 @@ typedef struct migTcpStage {
     unsigned char *buf;     /* MIG_TCP_STAGE bytes */
     size_t off, len;        /* unparsed bytes: buf[off, off + len) */
 } migTcpStage;
-
-/* One read() or readv() that returns data: waits (poll, up to the deadline)
- * while there is none. Returns the byte count, 0 if the peer closed the
- * connection, or -1 with err set (what: what we wait for, for messages). */
-static ssize_t migTcpRecvSome(migConn *c, struct iovec *iov, int iovcnt,
-                              int64_t deadline, int timeoutMs, const char *what,
-                              uint64_t received, char *err) {
-    for (;;) {
-        ssize_t r = iovcnt == 1 ? read(c->fd, iov[0].iov_base, iov[0].iov_len)
-                                : readv(c->fd, iov, iovcnt);
-        if (r >= 0) {
-            c->stats.tcp_bytes_received += (uint64_t)r;
-            return r;
-        }
-        if (errno == EINTR) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            migSetError(err, "tcp: reading %s from %s: %s", what, c->peer,
-                        strerror(errno));
-            return -1;
-        }
-        int p = migPollFd(c->fd, POLLIN, deadline);
-        if (p == 0) {
-            migSetError(err, "tcp: timeout after %d ms waiting for %s (%" PRIu64
-                        " bytes received)", timeoutMs, what, received);
-            return -1;
-        }
-        if (p < 0) {
-            migSetError(err, "tcp: poll: %s", strerror(errno));
-            return -1;
-        }
-    }
-}
 
 /* Make the stage hold at least need (<= MIG_TCP_STAGE) unparsed bytes,
  * reading as much as the socket has. 0, or -1 with err set. */
