@@ -129,10 +129,13 @@
 #define MIG_REPLAY_BATCH_ARGS 65536
 
 /* migration-thread-priority: how the migration threads share a CPU with
- * the main threads that serve clients. */
-#define MIG_PRIO_NORMAL 0   /* Like the main thread (the default). */
-#define MIG_PRIO_LOW 1      /* nice +10: about a tenth of a busy CPU. */
-#define MIG_PRIO_IDLE 2     /* SCHED_IDLE: only CPU time nobody else wants. */
+ * the main threads that serve clients (values of the config enum). */
+#define MIG_PRIO_AUTO 0     /* idle, raised to normal when starved (the
+                             * default; see migPriorityWatch). */
+#define MIG_PRIO_NORMAL 1   /* Like the main thread. */
+#define MIG_PRIO_LOW 2      /* nice +10: about a tenth of a busy CPU. */
+#define MIG_PRIO_IDLE 3     /* SCHED_IDLE: only CPU time nobody else wants. */
+#define MIG_PRIO_WATCH_MS 250   /* auto: the watch's window. */
 
 /* Phases, in STATUS and INFO. */
 enum {
@@ -226,6 +229,12 @@ typedef struct migSession {
     int job_result, job_done;
     int stage, cursor;              /* Progress of the current job. */
     int delete_stage;               /* See migDonorDeleteSlice. */
+    /* migration-thread-priority auto (migPriorityWatch). */
+    int tid;                        /* The thread's kernel id (atomic). */
+    int prio_idle;                  /* It runs SCHED_IDLE and may be raised
+                                     * (atomic). */
+    long long watch_ms;             /* Main: the last look, and what the */
+    unsigned long long watch_cpu_ns, watch_wait_ns; /* thread had then. */
     int *lazyfree_barrier;          /* Delete, rollback: set by the lazyfree
                                      * thread (migLazyfreeBarrierPassed). */
     long long stage_start_ms;
@@ -290,6 +299,7 @@ static struct {
     long long held_cmds, held_max_ms;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
+    long long prio_raised;          /* auto: threads raised to normal. */
     migStats tstats;                /* Summed over migrations. */
 } migLast;
 
@@ -1663,31 +1673,142 @@ done:
  * and "idle" make the kernel prefer the main threads (a main thread that
  * wakes up for a request preempts an idle-class thread at once) at the
  * price of a longer migration, and so of a longer write pause on the
- * migrating slots, when the CPUs are busy. Only Linux sets nice values and
- * policies per thread; elsewhere the setting is ignored (with a log line)
- * rather than renice the whole server. Failures are logged, never fatal:
- * the migration then runs at normal priority. */
-static void migApplyThreadPriority(void) {
+ * migrating slots, when the CPUs are busy; on a host with no CPU time to
+ * spare at all they can starve the migration into its TIMEOUT. "auto"
+ * runs the thread idle too, and the main thread raises it back to normal
+ * if it starves (migPriorityWatch): that needs the right to leave the idle
+ * class (CAP_SYS_NICE, root, or an RLIMIT_NICE above the server's nice
+ * value), so without it auto runs the thread at normal priority. Only
+ * Linux sets nice values and policies per thread; elsewhere the setting is
+ * ignored (with a log line) rather than renice the whole server. Failures
+ * are logged, never fatal: the migration then runs at normal priority. */
+static void migApplyThreadPriority(migSession *s) {
     int prio = server.migration_thread_priority;
-    if (prio == MIG_PRIO_NORMAL) return;
 #ifdef __linux__
+    int tid = (int)syscall(SYS_gettid);
+    atomicSet(s->tid, tid);
+    if (prio == MIG_PRIO_NORMAL) return;
+    if (prio == MIG_PRIO_AUTO) {
+        /* Can we come back? Leaving SCHED_IDLE is allowed when lowering
+         * the nice value by one would be; try that (and undo it). */
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, (id_t)tid);
+        struct rlimit rl;
+        int can = getrlimit(RLIMIT_NICE, &rl) == 0 &&
+                  (rl.rlim_cur == RLIM_INFINITY || (long long)rl.rlim_cur >= 20 - nice);
+        if (!can && errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, nice - 1) == 0) {
+            can = 1;
+            setpriority(PRIO_PROCESS, (id_t)tid, nice);
+        }
+        if (!can) {
+            serverLog(LL_NOTICE, "Slot migration: migration-thread-priority "
+                      "auto runs the migration thread at normal priority: the "
+                      "server may not raise a thread back from the idle class "
+                      "(it needs CAP_SYS_NICE or RLIMIT_NICE >= %d)", 20 - nice);
+            return;
+        }
+    }
 #ifdef SCHED_IDLE
-    if (prio == MIG_PRIO_IDLE) {
+    if (prio == MIG_PRIO_IDLE || prio == MIG_PRIO_AUTO) {
         struct sched_param sp = {0};
-        if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0) return;
+        if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0) {
+            if (prio == MIG_PRIO_AUTO) atomicSet(s->prio_idle, 1);
+            return;
+        }
+        if (prio == MIG_PRIO_AUTO) {
+            serverLog(LL_WARNING, "Slot migration: cannot put the migration "
+                      "thread in the SCHED_IDLE class (%s); it runs at normal "
+                      "priority", strerror(errno));
+            return;
+        }
         serverLog(LL_WARNING, "Slot migration: cannot put the migration "
                   "thread in the SCHED_IDLE class (%s); trying nice 19",
                   strerror(errno));
     }
 #endif
+    if (prio == MIG_PRIO_AUTO) return;
     int nice = prio == MIG_PRIO_IDLE ? 19 : 10;
-    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), nice) != 0)
+    if (setpriority(PRIO_PROCESS, (id_t)tid, nice) != 0)
         serverLog(LL_WARNING, "Slot migration: cannot set the migration "
                   "thread's nice value to %d (%s); it runs at normal "
                   "priority", nice, strerror(errno));
 #else
-    serverLog(LL_NOTICE, "Slot migration: migration-thread-priority is only "
-              "applied on Linux; the migration thread runs at normal priority");
+    UNUSED(s);
+    if (prio != MIG_PRIO_NORMAL && prio != MIG_PRIO_AUTO)
+        serverLog(LL_NOTICE, "Slot migration: migration-thread-priority is "
+                  "only applied on Linux; the migration thread runs at normal "
+                  "priority");
+#endif
+}
+
+/* The scheduler's account of a thread of ours: nanoseconds it ran and
+ * nanoseconds it waited, ready, for a CPU (/proc/.../schedstat). */
+static int migThreadSchedStat(int tid, unsigned long long *cpu_ns,
+                              unsigned long long *wait_ns) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) return -1;
+    int n = fscanf(fp, "%llu %llu", cpu_ns, wait_ns);
+    fclose(fp);
+    return n == 2 ? 0 : -1;
+}
+
+/* migration-thread-priority auto, from the main thread's timer: a thread
+ * in the idle class runs only on CPU time nothing else wants, which is
+ * what clients want while a CPU has time to spare, and a migration that
+ * never ends when it has none (other processes, a client on the same
+ * host, a busy main thread). So every MIG_PRIO_WATCH_MS we look at how
+ * the thread fared: if it was ready to run for more than half the window
+ * and ran for less than a tenth of it, it is starving, and it goes back to
+ * normal priority for the rest of this migration (logged, and counted in
+ * INFO migration_thread_priority_raised). A thread that waits for its
+ * peer or for the main thread is not ready to run and is left alone. If
+ * the account cannot be read, the thread is raised at once: auto never
+ * risks a starved migration. */
+static void migPriorityWatch(migSession *s) {
+#if defined(__linux__) && defined(SCHED_IDLE)
+    int idle, done, tid;
+    atomicGet(s->prio_idle, idle);
+    if (!idle) return;
+    long long now = mstime();
+    if (s->watch_ms && now - s->watch_ms < MIG_PRIO_WATCH_MS) return;
+    atomicGet(s->thread_done, done);
+    atomicGet(s->tid, tid);
+    if (done) return;
+    unsigned long long cpu = 0, waited = 0;
+    int starving = 0, unreadable = migThreadSchedStat(tid, &cpu, &waited) != 0;
+    if (!unreadable && s->watch_ms) {
+        unsigned long long win = (unsigned long long)(now - s->watch_ms) * 1000000ULL;
+        starving = waited - s->watch_wait_ns > win / 2 &&
+                   cpu - s->watch_cpu_ns < win / 10;
+        if (starving)
+            serverLog(LL_NOTICE, "Slot migration: the migration thread ran "
+                      "%llu ms and waited %llu ms for a CPU in the last %lld ms; "
+                      "it leaves the idle class for the rest of this migration "
+                      "(migration-thread-priority auto)",
+                      (cpu - s->watch_cpu_ns) / 1000000ULL,
+                      (waited - s->watch_wait_ns) / 1000000ULL, now - s->watch_ms);
+    }
+    s->watch_ms = now;
+    s->watch_cpu_ns = cpu;
+    s->watch_wait_ns = waited;
+    if (!starving && !unreadable) return;
+    if (unreadable)
+        serverLog(LL_NOTICE, "Slot migration: cannot read the migration "
+                  "thread's scheduling figures (%s); it leaves the idle class "
+                  "(migration-thread-priority auto)", strerror(errno));
+    atomicSet(s->prio_idle, 0);
+    struct sched_param sp = {0};
+    if (sched_setscheduler((pid_t)tid, SCHED_OTHER, &sp) == 0) {
+        migLast.prio_raised++;
+    } else {
+        serverLog(LL_WARNING, "Slot migration: cannot raise the migration "
+                  "thread to normal priority (%s); it stays in the idle class",
+                  strerror(errno));
+    }
+#else
+    UNUSED(s);
 #endif
 }
 
@@ -1701,7 +1822,7 @@ static void *migDonorThread(void *arg) {
     char err[MIG_ERR_LEN] = "";
 
     redis_set_thread_title("migration");
-    migApplyThreadPriority();
+    migApplyThreadPriority(s);
 
     /* 2. The recipient opens an import session and its data listener. */
     if ((rc = migRecipientConnect(s)) == NULL) goto fail;
@@ -1908,7 +2029,7 @@ static void *migRecipientThread(void *arg) {
     migConn *conn = NULL;
 
     redis_set_thread_title("migration");
-    migApplyThreadPriority();
+    migApplyThreadPriority(s);
     /* Accept the donor, in short waits so that a cancel is seen. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
@@ -2277,6 +2398,7 @@ static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
         return AE_NOMORE;
     }
     int busy;
+    migPriorityWatch(s);
     if (s->role == MIG_ROLE_DONOR) {
         int done;
         migDonorRelaxSent(s);
@@ -2981,6 +3103,7 @@ sds migrationGenInfo(sds info) {
         "migration_total_keys:%lld\r\n"
         "migration_total_bytes:%lld\r\n"
         "migration_total_writes_replayed:%lld\r\n"
+        "migration_thread_priority_raised:%lld\r\n"
         "migration_rdma_wr_posted:%llu\r\n"
         "migration_rdma_chains_posted:%llu\r\n"
         "migration_rdma_bytes_written:%llu\r\n"
@@ -2999,7 +3122,7 @@ sds migrationGenInfo(sds info) {
         migLast.write_pause_mean_ms, migLast.held_cmds, migLast.held_max_ms,
         migLast.writes_replayed,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
-        migLast.total_writes_replayed,
+        migLast.total_writes_replayed, migLast.prio_raised,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
 }

@@ -2,13 +2,20 @@
 # the scheduling the migration threads of both nodes run with. What a user
 # relies on:
 #
-# 1. normal is the default. A bad value is refused with the list of good
+# 1. auto is the default. A bad value is refused with the list of good
 #    ones and changes nothing.
 # 2. With low, the donor's and the recipient's migration threads run at
 #    nice 10; with idle, in the SCHED_IDLE class; with normal, like the
-#    main thread. Read from /proc while a migration is held in its
-#    transfer phase (DEBUG MIGRATION-DELAY), so the threads exist.
+#    main thread; with auto, SCHED_IDLE when the server may raise them
+#    back (root here) and like the main thread otherwise. Read from /proc
+#    while a migration is held in its transfer phase (DEBUG
+#    MIGRATION-DELAY), so the threads exist.
 # 3. Whatever the priority, the migration moves every key intact.
+# 4. auto does not starve: with both servers on one CPU that a busy
+#    process keeps full, the idle-class threads would get about 0.3% of
+#    it; the main thread sees them wait and raises them to normal
+#    (INFO migration_thread_priority_raised, a log line), and the
+#    migration ends well inside its TIMEOUT with every key intact.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -38,18 +45,20 @@ proc mp_threads {n} {
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     mg_fast_clients
 
-    test {migration-thread-priority: normal by default; a bad value is refused and changes nothing} {
-        assert_equal normal [lindex [R 0 config get migration-thread-priority] 1]
+    test {migration-thread-priority: auto by default; a bad value is refused and changes nothing} {
+        assert_equal auto [lindex [R 0 config get migration-thread-priority] 1]
         catch {R 0 config set migration-thread-priority lowest} err
-        assert_match {*must be one of the following*normal*low*idle*} $err
-        assert_equal normal [lindex [R 0 config get migration-thread-priority] 1]
+        assert_match {*must be one of the following*auto*normal*low*idle*} $err
+        assert_equal auto [lindex [R 0 config get migration-thread-priority] 1]
     }
 
     # linux: /proc and per-thread scheduling.
     if {[file isdirectory /proc/self/task]} {
         set round 0
         # policy 0 = SCHED_OTHER, 5 = SCHED_IDLE (linux/sched.h)
-        foreach {prio want} {low {10 0} idle {0 5} normal {0 0}} {
+        set root [expr {[exec id -u] == 0}]
+        set auto_want [expr {$root ? {0 5} : {0 0}}]
+        foreach {prio want} [list low {10 0} idle {0 5} normal {0 0} auto $auto_want] {
             test "migration-thread-priority $prio: both nodes' migration threads run with it" {
                 R 0 config set migration-thread-priority $prio
                 R 1 config set migration-thread-priority $prio
@@ -79,7 +88,46 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 incr round
             }
         }
-        R 0 config set migration-thread-priority normal
-        R 1 config set migration-thread-priority normal
+        R 0 config set migration-thread-priority auto
+        R 1 config set migration-thread-priority auto
+
+        set ncpu [exec nproc]
+        if {$root && [catch {exec which taskset}] == 0} {
+            test {migration-thread-priority auto: a starving migration thread is raised, the migration ends} {
+                set ranges {1000-1199}
+                set slotset [mg_slotset $ranges]
+                set keys [mg_fill 0 starve 600 $slotset]
+                set snap [mg_snapshot 0 $keys]
+                set raised0 [mg_info 0 migration_thread_priority_raised]
+                set raised1 [mg_info 1 migration_thread_priority_raised]
+                set pids [list [srv 0 pid] [srv -1 pid]]
+                set hog {}
+                try {
+                    # Both servers (every thread, and the threads they
+                    # start) and a busy loop share CPU 0.
+                    foreach pid $pids { exec taskset -a -p -c 0 $pid }
+                    set hog [exec taskset -c 0 sh -c {while :; do :; done} &]
+                    set t0 [clock milliseconds]
+                    set reply [mg_migrate 0 1 $ranges timeout 60000]
+                    set took [expr {[clock milliseconds] - $t0}]
+                } finally {
+                    if {$hog ne {}} { catch {exec kill -9 {*}$hog} }
+                    foreach pid $pids { catch {exec taskset -a -p -c 0-[expr {$ncpu - 1}] $pid} }
+                }
+                set d [expr {[mg_info 0 migration_thread_priority_raised] - $raised0}]
+                set r [expr {[mg_info 1 migration_thread_priority_raised] - $raised1}]
+                puts "    starved migration took $took ms; threads raised: donor $d, recipient $r"
+                mg_assert_reply $reply 200 [llength $keys]
+                assert_morethan [mg_info 0 migration_thread_priority_raised] $raised0
+                verify_log_message 0 "*leaves the idle class for the rest of this migration*" 0
+                assert_lessthan $took 20000
+                mg_assert_keys 1 $snap
+                mg_assert_absent 0 $keys
+                mg_wait_converged
+                mg_migrate 1 0 $ranges
+                mg_assert_keys 0 $snap
+                mg_wait_converged
+            }
+        }
     }
 }
