@@ -480,12 +480,32 @@ static void slotCompactEnd(void) {
     sc.target_slot = -1;
 }
 
+/* A small hash or set whose table is being rehashed (a dict grows by
+ * doubling and then moves its entries a bucket per later operation, so a
+ * hash of 10 fields written once and then only read stays half rehashed
+ * for good): finish the rehash before its entries move. The move then
+ * carries one table, not two, and a migration of the slot, which must
+ * finish it before it ships the table (migDictInSlot), finds nothing left
+ * to do in its prepare phase, while writes to the slot wait. Big dicts
+ * (more than SLOTCOMPACT_REHASH_MAX entries) are left to their incremental
+ * rehash: this runs within a bounded slice of the main thread. */
+#define SLOTCOMPACT_REHASH_MAX 1024
+static void slotCompactFinishRehash(robj *o) {
+    if ((o->type != OBJ_HASH && o->type != OBJ_SET) || o->encoding != OBJ_ENCODING_HT)
+        return;
+    dict *d = o->ptr;
+    if (!dictIsRehashing(d) || d->pauserehash || dictSize(d) > SLOTCOMPACT_REHASH_MAX)
+        return;
+    while (dictRehash(d, 100));
+}
+
 /* Move one key of the slot being compacted (key name, value object and
  * everything the value owns, of any type) into the slot's blocks. Big
  * values go through slotCompactLater(). Returns 1 if anything moved. */
 static int slotCompactKey(dictEntry *de) {
     sc.moved_bytes = 0;
     if (slotCompactIsPinned(sc.target_slot)) return 0;
+    slotCompactFinishRehash(dictGetVal(de));
     defragKey(&server.db[0], de);
     sc.relocated_bytes += sc.moved_bytes;
     if (sc.moved_bytes) sc.relocated_keys++;

@@ -232,6 +232,35 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend streams enc:stream
     }
 
+    test {Slot affinity types: a small hash table left half rehashed is rehashed when relocated} {
+        # Ten fields of 100 bytes, added one by one: the tenth dictAdd is
+        # one step into the rehash the ninth began (8 -> 16 buckets), and
+        # only later operations on the key would finish it. The relocation
+        # finishes it, so a migration's prepare (writes to the slot
+        # waiting) does not have to; the reference server keeps it half
+        # done, and both answer the same.
+        foreach k {rh:hash rh:set} {
+            for {set i 0} {$i < 10} {incr i} {
+                if {$k eq "rh:hash"} {
+                    st_both hset $k f$i [string repeat v 100]
+                } else {
+                    st_both sadd $k [string repeat m 70]$i
+                }
+            }
+        }
+        st_wait_compacted 0
+        foreach k {rh:hash rh:set} {
+            assert_equal hashtable [r 0 object encoding $k]
+            assert_match {*rehashing target*} [r -1 debug htstats-key $k]
+            assert_no_match {*rehashing target*} [r 0 debug htstats-key $k]
+            assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
+        }
+        st_assert_in_blocks 0 [st_slots 0 {rh:hash rh:set}]
+        assert_equal [lsort [r -1 hgetall rh:hash]] [lsort [r 0 hgetall rh:hash]]
+        assert_equal [lsort [r -1 smembers rh:set]] [lsort [r 0 smembers rh:set]]
+        lappend slots {*}[st_slots 0 {rh:hash rh:set}]
+    }
+
     test {Slot affinity types: random workload over every type, relocated in the background} {
         set relocated [st_info 0 slotalloc_relocated_keys]
         for {set n 0} {$n < 6000} {incr n} {
