@@ -1751,7 +1751,9 @@ static int migThreadSchedStat(int tid, unsigned long long *cpu_ns,
     if (fp == NULL) return -1;
     int n = fscanf(fp, "%llu %llu", cpu_ns, wait_ns);
     fclose(fp);
-    return n == 2 ? 0 : -1;
+    if (n == 2) return 0;
+    errno = EINVAL;     /* Not ENOENT: the file is there, its format is not. */
+    return -1;
 }
 
 /* migration-thread-priority auto, from the main thread's timer: a thread
@@ -1778,6 +1780,11 @@ static void migPriorityWatch(migSession *s) {
     if (done) return;
     unsigned long long cpu = 0, waited = 0;
     int starving = 0, unreadable = migThreadSchedStat(tid, &cpu, &waited) != 0;
+    if (unreadable && errno == ENOENT) {
+        /* The thread returned between the two looks: nothing to watch. */
+        atomicSet(s->prio_idle, 0);
+        return;
+    }
     if (!unreadable && s->watch_ms) {
         unsigned long long win = (unsigned long long)(now - s->watch_ms) * 1000000ULL;
         starving = waited - s->watch_wait_ns > win / 2 &&
@@ -1802,7 +1809,7 @@ static void migPriorityWatch(migSession *s) {
     struct sched_param sp = {0};
     if (sched_setscheduler((pid_t)tid, SCHED_OTHER, &sp) == 0) {
         migLast.prio_raised++;
-    } else {
+    } else if (errno != ESRCH) {    /* ESRCH: it has just returned. */
         serverLog(LL_WARNING, "Slot migration: cannot raise the migration "
                   "thread to normal priority (%s); it stays in the idle class",
                   strerror(errno));
