@@ -1715,15 +1715,11 @@ static void migApplyThreadPriority(migSession *s) {
             if (prio == MIG_PRIO_AUTO) atomicSet(s->prio_idle, 1);
             return;
         }
-        if (prio == MIG_PRIO_AUTO) {
-            serverLog(LL_WARNING, "Slot migration: cannot put the migration "
-                      "thread in the SCHED_IDLE class (%s); it runs at normal "
-                      "priority", strerror(errno));
-            return;
-        }
+        /* auto falls back to normal priority, idle to the lowest nice. */
         serverLog(LL_WARNING, "Slot migration: cannot put the migration "
-                  "thread in the SCHED_IDLE class (%s); trying nice 19",
-                  strerror(errno));
+                  "thread in the SCHED_IDLE class (%s); %s", strerror(errno),
+                  prio == MIG_PRIO_AUTO ? "it runs at normal priority" : "trying nice 19");
+        if (prio == MIG_PRIO_AUTO) return;
     }
 #endif
     if (prio == MIG_PRIO_AUTO) return;

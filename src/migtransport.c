@@ -498,14 +498,12 @@ static ssize_t migTcpRecvSome(migConn *c, struct iovec *iov, int iovcnt,
             return -1;
         }
         int p = migPollFd(c->fd, POLLIN, deadline);
-        if (p == 0 && received == UINT64_MAX) {
-            migSetError(err, "tcp: timeout after %d ms waiting for %s from %s",
-                        timeoutMs, what, c->peer);
-            return -1;
-        }
         if (p == 0) {
-            migSetError(err, "tcp: timeout after %d ms waiting for %s from %s (%"
-                        PRIu64 " bytes received)", timeoutMs, what, c->peer, received);
+            char got[48] = "";
+            if (received != UINT64_MAX)
+                snprintf(got, sizeof(got), " (%" PRIu64 " bytes received)", received);
+            migSetError(err, "tcp: timeout after %d ms waiting for %s from %s%s",
+                        timeoutMs, what, c->peer, got);
             return -1;
         }
         if (p < 0) {
