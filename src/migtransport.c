@@ -387,6 +387,7 @@ void migFreeConnCommon(migConn *c) {
     free(c->blocks);
     free(c->byAddr);
     free(c->blockBytes);
+    free(c->watchExpect);
     free(c);
 }
 
@@ -1026,6 +1027,16 @@ static int migTcpWaitTransfer(migConn *c, int timeoutMs, char *err) {
                      "(past its end)", h.length, h.offset, h.block, b->len);
             goto lying;
         }
+        if (c->watchExpect) {
+            uint64_t have = h.block < c->blockBytesLen ? c->blockBytes[h.block] : 0;
+            if (h.length > c->watchExpect[h.block] - have) {
+                snprintf(why, sizeof(why), "peer sent %" PRIu64 " more bytes "
+                         "into block %" PRIu32 ", which already holds %" PRIu64
+                         " of the %" PRIu64 " it is to receive", h.length,
+                         h.block, have, c->watchExpect[h.block]);
+                goto lying;
+            }
+        }
         if (migAccountExtent(c, h.block, h.offset, h.length, err)) goto out;
 
         /* The payload: what the stage holds of it, then the rest. */
@@ -1079,6 +1090,11 @@ static int migTcpWaitTransfer(migConn *c, int timeoutMs, char *err) {
                 st.len -= take;
             }
         }
+        /* The block is whole: its owner may use it from now on. */
+        if (c->watchDone && h.length &&
+            c->blockBytes[h.block] == c->watchExpect[h.block] &&
+            c->watchDone(c->watchCtx, h.block, err) == -1)
+            goto out;
     }
 
     /* DONE: h.block per-block counts follow. */
@@ -1237,6 +1253,33 @@ int migRegisterRecvBlocks(migConn *c, void *const addrs[], const uint64_t lens[]
         out[i].len = lens[i];
     }
     c->registered = 1;
+    return 0;
+}
+
+int migWatchBlocks(migConn *c, const uint64_t expect[], migBlockDoneFn *done,
+                   void *ctx, char *err) {
+    if (c->donor || !c->registered || c->finished || c->watchExpect) {
+        migSetError(err, "%s: migWatchBlocks needs a recipient connection "
+                    "with registered blocks, once, before the transfer",
+                    migKindName(c->kind));
+        return -1;
+    }
+    for (uint32_t i = 0; i < c->nblocks; i++) {
+        if (expect[i] > c->blocks[i].len) {
+            migSetError(err, "%s: block %" PRIu32 " is to receive %" PRIu64
+                        " bytes but has %" PRIu64, migKindName(c->kind), i,
+                        expect[i], c->blocks[i].len);
+            return -1;
+        }
+    }
+    c->watchExpect = malloc((size_t)(c->nblocks ? c->nblocks : 1) * sizeof(uint64_t));
+    if (c->watchExpect == NULL) {
+        migSetError(err, "%s: out of memory", migKindName(c->kind));
+        return -1;
+    }
+    memcpy(c->watchExpect, expect, (size_t)c->nblocks * sizeof(uint64_t));
+    c->watchDone = done;
+    c->watchCtx = ctx;
     return 0;
 }
 

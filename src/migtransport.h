@@ -150,6 +150,18 @@ void migCloseListener(migListener *l);
 
 int migRegisterRecvBlocks(migConn *c, void *const addrs[], const uint64_t lens[],
                           uint32_t n, migBlockDesc out[], char *err);
+/* Optional, after migRegisterRecvBlocks() and before migWaitTransfer():
+ * expect[i] is the exact byte count block i is to receive. A TCP recipient
+ * then refuses (as a lying peer) any record that would take a block past
+ * its count, and calls done(ctx, i, err) from inside migWaitTransfer() as
+ * soon as block i holds all of its bytes. The block is never written
+ * again after that, so the caller may use it while the rest arrives.
+ * done returns 0, or -1 with err set to end the transfer with that error.
+ * An RDMA recipient sees none of the one-sided writes and never calls
+ * done: every block is complete once migWaitTransfer() returned. */
+typedef int migBlockDoneFn(void *ctx, uint32_t block, char *err);
+int migWatchBlocks(migConn *c, const uint64_t expect[], migBlockDoneFn *done,
+                   void *ctx, char *err);
 int migWaitTransfer(migConn *c, int timeoutMs, char *err);
 /* After migWaitTransfer() succeeded: bytes written into block i. */
 uint64_t migRecvBlockBytes(const migConn *c, uint32_t i);
@@ -260,6 +272,10 @@ struct migConn {
     uint64_t *blockBytes;
     uint32_t blockBytesLen;
     uint64_t digest;
+    /* migWatchBlocks(): each block's byte count, and whom to tell. */
+    uint64_t *watchExpect;
+    migBlockDoneFn *watchDone;
+    void *watchCtx;
     int fd;                     /* TCP */
     void *rdma;                 /* RDMA: migRdmaConn */
 };

@@ -38,6 +38,15 @@
  *                  registration, or a summary that does not add up: the
  *                  recipient refuses it, and no byte of any block or guard
  *                  changed
+ *   lie-overfill   (TCP) the donor fills block 0, then sends 16 more bytes
+ *                  into it: the recipient, which watches the blocks
+ *                  (migWatchBlocks), refuses the second record, and block
+ *                  0 keeps what the first one wrote
+ *
+ * In every case the recipient watches its blocks with migWatchBlocks():
+ * over TCP each block must be reported whole exactly once, and at that
+ * moment (in the cases that send the pattern) hold every byte of it; over
+ * RDMA no block is reported.
  *   timeout        migAccept with nobody connecting, then migWaitTransfer
  *                  with a donor that never writes: both time out, on time
  *   rdma-overrun   (RDMA) the donor forges a descriptor 4 KB longer than
@@ -228,6 +237,30 @@ static int isLie(const config *cfg) {
     return !strncmp(cfg->caseName, "lie-", 4);
 }
 
+/* migWatchBlocks() callback: counts each block's reports and, when the
+ * donor sends the pattern, checks the block is whole at that moment. */
+typedef struct watchState {
+    const config *cfg;
+    void **addrs;
+    const uint64_t *sizes;
+    uint32_t *reports;
+    int checkPattern;
+    int bad;
+} watchState;
+
+static int onBlockDone(void *ctx, uint32_t block, char *err) {
+    watchState *w = ctx;
+    w->reports[block]++;
+    if (w->checkPattern &&
+        checkPattern(w->addrs[block], w->sizes[block], blockSeed(w->cfg, block)) >= 0) {
+        say("FAIL: block %u reported whole before all its bytes arrived", block);
+        w->bad = 1;
+        snprintf(err, MIG_ERR_LEN, "block %u reported early", block);
+        return -1;
+    }
+    return 0;
+}
+
 static int runRecipient(const config *cfg, int ctl, const char *token) {
     char err[MIG_ERR_LEN];
     int ok = 0;
@@ -306,6 +339,26 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         goto out;
     }
     say("registered %u blocks, %" PRIu64 " bytes", n, total);
+    uint32_t *reports = calloc(n ? n : 1, sizeof(uint32_t));
+    watchState ws = {cfg, addrs, sizes, reports,
+                     isCase(cfg, "happy") || isCase(cfg, "wrong-token"), 0};
+    if (migWatchBlocks(c, sizes, onBlockDone, &ws, err)) {
+        say("FAIL: watch: %s", err);
+        free(reports);
+        goto out;
+    }
+    {
+        uint64_t *tooBig = malloc(sizeof(uint64_t) * (n ? n : 1));
+        memcpy(tooBig, sizes, sizeof(uint64_t) * n);
+        if (n) tooBig[0]++;
+        int again = migWatchBlocks(c, tooBig, onBlockDone, &ws, err);
+        free(tooBig);
+        if (again == 0) {
+            say("FAIL: a second migWatchBlocks() was accepted");
+            free(reports);
+            goto out;
+        }
+    }
     if (ctlWrite(ctl, &n, sizeof(n)) ||
         ctlWrite(ctl, desc, sizeof(*desc) * n)) {
         say("FAIL: control channel write");
@@ -330,7 +383,32 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
                 break;
             }
     }
-    if (!guardsOk) goto out;
+    if (!guardsOk || ws.bad) {
+        free(reports);
+        goto out;
+    }
+    /* Over TCP a block is reported when its last byte arrived, once. */
+    {
+        int tcp = migConnKind(c) == MIG_KIND_TCP;
+        uint32_t whole = 0;
+        for (uint32_t i = 0; i < n; i++) {
+            if (reports[i] > 1 || (!tcp && reports[i])) {
+                say("FAIL: block %u reported %u times over %s", i, reports[i],
+                    migKindName(migConnKind(c)));
+                free(reports);
+                goto out;
+            }
+            whole += reports[i];
+        }
+        if (tcp && rc == 0 && whole != n) {
+            say("FAIL: %u of %u blocks reported whole after a complete "
+                "transfer", whole, n);
+            free(reports);
+            goto out;
+        }
+        say("blocks reported whole during the transfer: %u of %u", whole, n);
+    }
+    free(reports);
 
     if (isCase(cfg, "happy") || isCase(cfg, "wrong-token")) {
         if (rc) {
@@ -388,14 +466,24 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         const char *want = isCase(cfg, "lie-block") ? "but only" :
                            isCase(cfg, "lie-offset") ? "peer sent offset" :
                            isCase(cfg, "lie-length") ? "past its end" :
+                           isCase(cfg, "lie-overfill") ? "more bytes into block 0" :
                            "does not add up";
         if (rc == 0 || !strstr(err, want)) {
             say("FAIL: lying donor: %s (want an error with \"%s\")",
                 rc ? err : "transfer accepted", want);
             goto out;
         }
-        /* Only lie-summary wrote one legitimate record (block 0). */
-        for (uint32_t i = isCase(cfg, "lie-summary") ? 1 : 0; i < n; i++) {
+        /* Only lie-summary and lie-overfill wrote one legitimate record
+         * (block 0, all of it, 0xee); lie-overfill's second one (0x11)
+         * must not have landed. */
+        int wroteBlock0 = isCase(cfg, "lie-summary") || isCase(cfg, "lie-overfill");
+        for (uint64_t j = 0; wroteBlock0 && n && j < sizes[0]; j++)
+            if (mem[0][GUARD + j] != 0xee) {
+                say("FAIL: block 0 byte %" PRIu64 " is 0x%02x, not what the "
+                    "accepted record wrote", j, mem[0][GUARD + j]);
+                goto out;
+            }
+        for (uint32_t i = wroteBlock0 ? 1 : 0; i < n; i++) {
             for (uint64_t j = 0; j < sizes[i]; j++)
                 if (mem[i][GUARD + j]) {
                     say("FAIL: block %u byte %" PRIu64 " was written by a "
@@ -442,7 +530,7 @@ static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
     } else if (isCase(cfg, "lie-length")) {
         len = desc[0].len + 4096;
     } else {
-        len = desc[0].len;
+        len = desc[0].len;      /* lie-summary, lie-overfill: all of it */
     }
     unsigned char *payload = malloc(len);
     memset(payload, 0xee, len);
@@ -459,6 +547,17 @@ static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
         block, off, len);
     ssize_t w = writev(fd, iov, 2);
     (void)w;
+    if (isCase(cfg, "lie-overfill")) {
+        /* 16 more bytes into the block just filled. */
+        unsigned char more[16];
+        memset(more, 0x11, sizeof(more));
+        h.offset = htobe64(0);
+        h.length = htobe64(sizeof(more));
+        struct iovec iov3[2] = {{&h, sizeof(h)}, {more, sizeof(more)}};
+        say("sending a forged record: 16 more bytes into block 0");
+        w = writev(fd, iov3, 2);
+        (void)w;
+    }
     if (isCase(cfg, "lie-summary")) {
         /* DONE claiming 1 more byte than was sent into block 0. */
         uint64_t cnt = htobe64(len + 1);
@@ -680,7 +779,7 @@ static void usage(void) {
 "                         [--total BYTES] [--pieces K] [--seed X]\n"
 "                         [--max-chain M] [--max-wr-bytes B] [--timeout MS]\n"
 "cases: happy wrong-token no-listener kill-donor kill-recipient lie-block\n"
-"       lie-offset lie-length lie-summary timeout rdma-overrun\n"
+"       lie-offset lie-length lie-summary lie-overfill timeout rdma-overrun\n"
 "defaults: --case happy --kind tcp --bind 127.0.0.1 --port 0 --blocks 48\n"
 "          --pieces 40 --seed 1 --timeout 10000; sizes take k/m/g\n");
 }
@@ -760,7 +859,7 @@ int main(int argc, char **argv) {
     }
     static const char *cases[] = {"happy", "wrong-token", "no-listener",
         "kill-donor", "kill-recipient", "lie-block", "lie-offset",
-        "lie-length", "lie-summary", "timeout", "rdma-overrun", NULL};
+        "lie-length", "lie-summary", "lie-overfill", "timeout", "rdma-overrun", NULL};
     int known = 0;
     for (int i = 0; cases[i]; i++) known |= !strcmp(cases[i], cfg.caseName);
     if (!known) {

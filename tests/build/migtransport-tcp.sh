@@ -106,6 +106,10 @@ run "lying peer: summary that does not add up refused" \
     'does not add up: the summary claims' \
     $bin --case lie-summary --port "$port"
 next_port
+run "lying peer: more bytes into a block than it is to receive refused" \
+    'peer sent 16 more bytes into block 0, which already holds' \
+    $bin --case lie-overfill --port "$port"
+next_port
 run "forged descriptor past the block: the recipient refuses, guards intact" \
     'donor writing past its block: "tcp: peer sent [0-9]+ bytes at offset 0 of block 0 .*past its end' \
     $bin --case rdma-overrun --port "$port"
@@ -117,7 +121,7 @@ run "timeouts: accept with nobody connecting, silent donor" \
 # Under valgrind (smaller data: valgrind is ~20x slower).
 if command -v valgrind > /dev/null; then
     vg=(valgrind -q --error-exitcode=1 --leak-check=full)
-    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary rdma-overrun timeout; do
+    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary lie-overfill rdma-overrun timeout; do
         next_port
         run "valgrind clean: $c" ': PASS$' \
             "${vg[@]}" $bin --case "$c" --blocks 16 --timeout 30000 --port "$port"
