@@ -179,6 +179,8 @@ typedef struct migSlot {
     int adopted;                    /* Recipient: blocks adopted. */
     migAdopted keys;                /* Recipient: patched keys. */
     int has_keys;
+    size_t blocks_left;             /* Recipient thread: blocks of the slot
+                                     * not yet whole (TCP reports them). */
     /* Donor, delete: every key lies in the slot's blocks (no DUMP record
      * in its manifest), so keys are unlinked without freeing anything and
      * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
@@ -269,6 +271,7 @@ typedef struct migSession {
     void **reg_addrs;
     uint64_t *reg_lens;
     uint64_t *reg_expect;           /* Bytes the donor sends into each. */
+    int *reg_slot;                  /* Index in s->slots of each. */
     uint32_t reg_n;
     migBlockDesc *reg_desc;
     client *reg_client;
@@ -492,6 +495,7 @@ static void migEndSession(migSession *s, int last) {
     zfree(s->reg_addrs);
     zfree(s->reg_lens);
     zfree(s->reg_expect);
+    zfree(s->reg_slot);
     zfree(s->reg_desc);
     sdsfree(s->user);
     sdsfree(s->pass);
@@ -2026,6 +2030,52 @@ static int migWaitFor(migSession *s, int *flag) {
     return ok;
 }
 
+/* Recipient thread: adopt, check and patch one slot whose blocks are all
+ * here. 0, or -1 with err set. */
+static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
+    sds perr = NULL;
+
+    for (size_t b = 0; b < ms->nblocks; b++) {
+        if (migAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
+            snprintf(err, MIG_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
+                        "metadata)", ms->slot, b);
+            return -1;
+        }
+        ms->adopted = (int)b + 1;
+    }
+    ms->has_keys = 1;
+    if (migPatchSlot(ms->slot, ms->blocks, ms->nblocks, ms->manifest_addr,
+                     ms->nkeys, &ms->keys, &perr) == C_ERR) {
+        snprintf(err, MIG_ERR_LEN, "slot %d: %s", ms->slot, perr);
+        sdsfree(perr);
+        return -1;
+    }
+    migSweepGarbage(&ms->keys, ms->blocks, ms->nblocks);
+    s->keys += ms->keys.nkeys;
+    s->keys_zero_copy += ms->keys.keys_zero_copy;
+    s->keys_serialized += ms->keys.keys_serialized;
+    return 0;
+}
+
+/* migWatchBlocks() callback (TCP): a block is whole. When it was the last
+ * of its slot, patch the slot now, while the donor sends the next ones:
+ * on two machines (or two CPUs) the patch then overlaps the transfer
+ * instead of following it, and it reads blocks that the copy has just
+ * brought into the cache. The blocks are never written again (the
+ * transport refuses any byte past a block's count), and the key linking
+ * still waits for RDMADONE and the transfer's final check. */
+static int migRecipientBlockDone(void *ctx, uint32_t block, char *err) {
+    migSession *s = ctx;
+    migSlot *ms = &s->slots[s->reg_slot[block]];
+
+    if (--ms->blocks_left) return 0;
+    if (migAborting(s)) {
+        snprintf(err, MIG_ERR_LEN, "cancelled");
+        return -1;
+    }
+    return migRecipientPatchSlot(s, ms, err);
+}
+
 static void *migRecipientThread(void *arg) {
     migSession *s = arg;
     char err[MIG_ERR_LEN] = "";
@@ -2058,7 +2108,13 @@ static void *migRecipientThread(void *arg) {
     pthread_mutex_unlock(&s->lock);
     if (r == -1) goto out;
 
-    /* The donor writes; its summary must match what we registered. */
+    /* The donor writes; its summary must match what we registered. Slots
+     * are patched as their blocks become whole (TCP), the others after. */
+    for (int i = 0; i < s->nmig; i++) s->slots[i].blocks_left = s->slots[i].nblocks;
+    if (s->reg_n && migWatchBlocks(conn, s->reg_expect, migRecipientBlockDone, s, err) == -1) {
+        migFail(s, "%s", err);
+        goto out;
+    }
     long long left = migRemainingMs(s);
     if (s->reg_n && migWaitTransfer(conn, (int)(left > INT_MAX ? INT_MAX : left), err) == -1) {
         if (migAborting(s)) migFailAborted(s);
@@ -2087,33 +2143,24 @@ static void *migRecipientThread(void *arg) {
     migCloseListener(l);
     conn = NULL;
 
-    /* RDMADONE: adopt, check and patch every slot. */
-    if (!migWaitFor(s, &s->done_requested)) { migFailAborted(s); goto out; }
+    /* Adopt, check and patch the slots not done during the transfer (all
+     * of them over RDMA). */
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
-        sds perr = NULL;
 
+        if (ms->has_keys) continue;
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        for (size_t b = 0; b < ms->nblocks; b++) {
-            if (migAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
-                migFail(s, "slot %d: block %zu was rejected (bad allocator "
-                        "metadata)", ms->slot, b);
-                goto out;
-            }
-            ms->adopted = (int)b + 1;
-        }
-        ms->has_keys = 1;
-        if (migPatchSlot(ms->slot, ms->blocks, ms->nblocks, ms->manifest_addr,
-                         ms->nkeys, &ms->keys, &perr) == C_ERR) {
-            migFail(s, "slot %d: %s", ms->slot, perr);
-            sdsfree(perr);
+        if (migRecipientPatchSlot(s, ms, err) == -1) {
+            migFail(s, "%s", err);
             goto out;
         }
-        migSweepGarbage(&ms->keys, ms->blocks, ms->nblocks);
-        if (s->propagate) migSerializeAdopted(&ms->keys);
-        s->keys += ms->keys.nkeys;
-        s->keys_zero_copy += ms->keys.keys_zero_copy;
-        s->keys_serialized += ms->keys.keys_serialized;
+    }
+
+    /* RDMADONE: whether replicas and AOF want RESTOREs is known now. */
+    if (!migWaitFor(s, &s->done_requested)) { migFailAborted(s); goto out; }
+    for (int i = 0; i < s->nmig && s->propagate; i++) {
+        if (migAborting(s)) { migFailAborted(s); goto out; }
+        migSerializeAdopted(&s->slots[i].keys);
     }
     pthread_mutex_lock(&s->lock);
     s->patched = 1;
@@ -2895,6 +2942,7 @@ void rdmaRegisterCommand(client *c) {
     s->reg_addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
     s->reg_lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
     s->reg_expect = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    s->reg_slot = zmalloc(sizeof(int) * (nb ? nb : 1));
     s->reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
     nb = 0;
     for (int i = 0; i < n; i++) {
@@ -2902,6 +2950,7 @@ void rdmaRegisterCommand(client *c) {
             s->reg_addrs[nb] = slots[i].blocks[b].local;
             s->reg_lens[nb] = slots[i].blocks[b].size;
             s->reg_expect[nb] = slots[i].blocks[b].expect;
+            s->reg_slot[nb] = i;
         }
     }
     s->bytes_total = (long long)total;
