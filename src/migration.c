@@ -233,10 +233,12 @@ typedef struct migSession {
     int delete_stage;               /* See migDonorDeleteSlice. */
     /* migration-thread-priority auto (migPriorityWatch). */
     int tid;                        /* The thread's kernel id (atomic). */
+    int tid2;                       /* Recipient: its patcher's (atomic). */
     int prio_idle;                  /* It runs SCHED_IDLE and may be raised
                                      * (atomic). */
     long long watch_ms;             /* Main: the last look, and what the */
     unsigned long long watch_cpu_ns, watch_wait_ns; /* thread had then. */
+    unsigned long long watch_cpu2_ns, watch_wait2_ns; /* The patcher's. */
     int *lazyfree_barrier;          /* Delete, rollback: set by the lazyfree
                                      * thread (migLazyfreeBarrierPassed). */
     long long stage_start_ms;
@@ -272,6 +274,16 @@ typedef struct migSession {
     uint64_t *reg_lens;
     uint64_t *reg_expect;           /* Bytes the donor sends into each. */
     int *reg_slot;                  /* Index in s->slots of each. */
+    /* The patcher thread (migRecipientPatcher) and its queue of s->slots
+     * indexes whose blocks are whole; under s->lock. */
+    pthread_t patcher;
+    int patcher_started;
+    int *patch_queue;
+    int patch_queued;
+    int patch_closed;               /* Nothing more comes... */
+    int patch_stop;                 /* ...or stop now: the import failed. */
+    int patch_failed;               /* The patcher failed: patch_err. */
+    char patch_err[MIG_ERR_LEN];
     uint32_t reg_n;
     migBlockDesc *reg_desc;
     client *reg_client;
@@ -496,6 +508,7 @@ static void migEndSession(migSession *s, int last) {
     zfree(s->reg_lens);
     zfree(s->reg_expect);
     zfree(s->reg_slot);
+    zfree(s->patch_queue);
     zfree(s->reg_desc);
     sdsfree(s->user);
     sdsfree(s->pass);
@@ -1770,36 +1783,47 @@ static int migThreadSchedStat(int tid, unsigned long long *cpu_ns,
  * risks a starved migration. */
 static void migPriorityWatch(migSession *s) {
 #if defined(__linux__) && defined(SCHED_IDLE)
-    int idle, done, tid;
+    int idle, done, tid, tid2;
     atomicGet(s->prio_idle, idle);
     if (!idle) return;
     long long now = mstime();
     if (s->watch_ms && now - s->watch_ms < MIG_PRIO_WATCH_MS) return;
     atomicGet(s->thread_done, done);
     atomicGet(s->tid, tid);
+    atomicGet(s->tid2, tid2);
     if (done) return;
-    unsigned long long cpu = 0, waited = 0;
+    unsigned long long cpu = 0, waited = 0, cpu2 = 0, waited2 = 0;
     int starving = 0, unreadable = migThreadSchedStat(tid, &cpu, &waited) != 0;
     if (unreadable && errno == ENOENT) {
         /* The thread returned between the two looks: nothing to watch. */
         atomicSet(s->prio_idle, 0);
         return;
     }
+    /* The recipient's patcher (from the start of the transfer): it counts
+     * from the first look that found it; a patcher that has returned
+     * counts no more. */
+    int have2 = tid2 && migThreadSchedStat(tid2, &cpu2, &waited2) == 0;
     if (!unreadable && s->watch_ms) {
         unsigned long long win = (unsigned long long)(now - s->watch_ms) * 1000000ULL;
-        starving = waited - s->watch_wait_ns > win / 2 &&
-                   cpu - s->watch_cpu_ns < win / 10;
+        unsigned long long ran = cpu - s->watch_cpu_ns, wait = waited - s->watch_wait_ns;
+        starving = wait > win / 2 && ran < win / 10;
+        if (!starving && have2 && s->watch_cpu2_ns) {
+            ran = cpu2 - s->watch_cpu2_ns;
+            wait = waited2 - s->watch_wait2_ns;
+            starving = wait > win / 2 && ran < win / 10;
+        }
         if (starving)
-            serverLog(LL_NOTICE, "Slot migration: the migration thread ran "
+            serverLog(LL_NOTICE, "Slot migration: a migration thread ran "
                       "%llu ms and waited %llu ms for a CPU in the last %lld ms; "
-                      "it leaves the idle class for the rest of this migration "
-                      "(migration-thread-priority auto)",
-                      (cpu - s->watch_cpu_ns) / 1000000ULL,
-                      (waited - s->watch_wait_ns) / 1000000ULL, now - s->watch_ms);
+                      "the migration's threads leave the idle class for the rest "
+                      "of this migration (migration-thread-priority auto)",
+                      ran / 1000000ULL, wait / 1000000ULL, now - s->watch_ms);
     }
     s->watch_ms = now;
     s->watch_cpu_ns = cpu;
     s->watch_wait_ns = waited;
+    s->watch_cpu2_ns = have2 ? cpu2 : 0;
+    s->watch_wait2_ns = have2 ? waited2 : 0;
     if (!starving && !unreadable) return;
     if (unreadable)
         serverLog(LL_NOTICE, "Slot migration: cannot read the migration "
@@ -1814,6 +1838,9 @@ static void migPriorityWatch(migSession *s) {
                   "thread to normal priority (%s); it stays in the idle class",
                   strerror(errno));
     }
+    /* The patcher, whether it exists yet or not: it inherits the policy
+     * of the thread that starts it. */
+    if (tid2) sched_setscheduler((pid_t)tid2, SCHED_OTHER, &sp);
 #else
     UNUSED(s);
 #endif
@@ -2057,23 +2084,91 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
     return 0;
 }
 
-/* migWatchBlocks() callback (TCP): a block is whole. When it was the last
- * of its slot, patch the slot now, while the donor sends the next ones:
- * on two machines (or two CPUs) the patch then overlaps the transfer
- * instead of following it, and it reads blocks that the copy has just
- * brought into the cache. The blocks are never written again (the
- * transport refuses any byte past a block's count), and the key linking
- * still waits for RDMADONE and the transfer's final check. */
+/* The recipient's second thread: patches the slots the receiving thread
+ * queues as their blocks become whole, so that on a host with a CPU to
+ * spare (two machines, or two CPUs) the patch of the first slots overlaps
+ * the transfer of the next ones instead of following all of it, and reads
+ * blocks the copy has just brought into the cache. The blocks it patches
+ * are never written again (the transport refuses any byte past a block's
+ * count), and the key linking still waits for RDMADONE and the transfer's
+ * final check. It inherits the receiving thread's priority (both are
+ * raised together by migPriorityWatch). */
+static void *migRecipientPatcher(void *arg) {
+    migSession *s = arg;
+    char err[MIG_ERR_LEN] = "";
+    int next = 0;
+
+    redis_set_thread_title("migration");
+#ifdef __linux__
+    atomicSet(s->tid2, (int)syscall(SYS_gettid));
+#ifdef SCHED_IDLE
+    /* Raised by the watch between our start and the line above? */
+    int idle;
+    atomicGet(s->prio_idle, idle);
+    if (server.migration_thread_priority == MIG_PRIO_AUTO && !idle &&
+        sched_getscheduler(0) == SCHED_IDLE) {
+        struct sched_param sp = {0};
+        pthread_setschedparam(pthread_self(), SCHED_OTHER, &sp);
+    }
+#endif
+#endif
+    for (;;) {
+        pthread_mutex_lock(&s->lock);
+        while (next == s->patch_queued && !s->patch_closed && !s->patch_stop)
+            pthread_cond_wait(&s->cond, &s->lock);
+        int stop = s->patch_stop || next == s->patch_queued;
+        int i = stop ? -1 : s->patch_queue[next++];
+        pthread_mutex_unlock(&s->lock);
+        if (stop) break;
+        if (migAborting(s)) snprintf(err, sizeof(err), "cancelled");
+        if (err[0] || migRecipientPatchSlot(s, &s->slots[i], err) == -1) {
+            pthread_mutex_lock(&s->lock);
+            s->patch_failed = 1;
+            memcpy(s->patch_err, err, sizeof(err));
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+    }
+    return NULL;
+}
+
+/* Receiving thread: hand slot i to the patcher. 0, or -1 with err set if
+ * the patcher has failed. */
+static int migRecipientQueuePatch(migSession *s, int i, char *err) {
+    int failed;
+
+    pthread_mutex_lock(&s->lock);
+    failed = s->patch_failed;
+    if (failed) memcpy(err, s->patch_err, MIG_ERR_LEN);
+    else s->patch_queue[s->patch_queued++] = i;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return failed ? -1 : 0;
+}
+
+/* Receiving thread: no more slots come (stop: the import failed, drop the
+ * rest); wait for the patcher to end. 0, or -1 with err set if it failed. */
+static int migRecipientEndPatcher(migSession *s, int stop, char *err) {
+    if (!s->patcher_started) return 0;
+    pthread_mutex_lock(&s->lock);
+    s->patch_closed = 1;
+    if (stop) s->patch_stop = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->patcher, NULL);
+    s->patcher_started = 0;
+    if (s->patch_failed && err) memcpy(err, s->patch_err, MIG_ERR_LEN);
+    return s->patch_failed ? -1 : 0;
+}
+
+/* migWatchBlocks() callback (TCP): a block is whole; when it was the last
+ * of its slot, the slot goes to the patcher. */
 static int migRecipientBlockDone(void *ctx, uint32_t block, char *err) {
     migSession *s = ctx;
-    migSlot *ms = &s->slots[s->reg_slot[block]];
+    int i = s->reg_slot[block];
 
-    if (--ms->blocks_left) return 0;
-    if (migAborting(s)) {
-        snprintf(err, MIG_ERR_LEN, "cancelled");
-        return -1;
-    }
-    return migRecipientPatchSlot(s, ms, err);
+    if (--s->slots[i].blocks_left) return 0;
+    return migRecipientQueuePatch(s, i, err);
 }
 
 static void *migRecipientThread(void *arg) {
@@ -2083,6 +2178,12 @@ static void *migRecipientThread(void *arg) {
 
     redis_set_thread_title("migration");
     migApplyThreadPriority(s);
+    /* The patcher inherits this thread's priority. */
+    if (pthread_create(&s->patcher, NULL, migRecipientPatcher, s) != 0) {
+        migFail(s, "cannot start the patch thread: %s", strerror(errno));
+        goto out;
+    }
+    s->patcher_started = 1;
     /* Accept the donor, in short waits so that a cancel is seen. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
@@ -2143,17 +2244,17 @@ static void *migRecipientThread(void *arg) {
     migCloseListener(l);
     conn = NULL;
 
-    /* Adopt, check and patch the slots not done during the transfer (all
-     * of them over RDMA). */
+    /* The slots not queued during the transfer (all of them over RDMA)
+     * go to the patcher now; wait for it. */
     for (int i = 0; i < s->nmig; i++) {
-        migSlot *ms = &s->slots[i];
-
-        if (ms->has_keys) continue;
-        if (migAborting(s)) { migFailAborted(s); goto out; }
-        if (migRecipientPatchSlot(s, ms, err) == -1) {
-            migFail(s, "%s", err);
-            goto out;
-        }
+        if (s->slots[i].blocks_left == 0) continue;
+        s->slots[i].blocks_left = 0;
+        if (migRecipientQueuePatch(s, i, err) == -1) break;
+    }
+    if (migRecipientEndPatcher(s, 0, err) == -1) {
+        if (migAborting(s)) migFailAborted(s);
+        else migFail(s, "%s", err);
+        goto out;
     }
 
     /* RDMADONE: whether replicas and AOF want RESTOREs is known now. */
@@ -2167,6 +2268,7 @@ static void *migRecipientThread(void *arg) {
     pthread_mutex_unlock(&s->lock);
 
 out:
+    migRecipientEndPatcher(s, 1, NULL);
     atomicSet(s->thread_done, 1);
     return NULL;
 }
@@ -2943,6 +3045,7 @@ void rdmaRegisterCommand(client *c) {
     s->reg_lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
     s->reg_expect = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
     s->reg_slot = zmalloc(sizeof(int) * (nb ? nb : 1));
+    s->patch_queue = zmalloc(sizeof(int) * (n ? n : 1));
     s->reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
     nb = 0;
     for (int i = 0; i < n; i++) {
