@@ -81,6 +81,8 @@ bin/rdma-smoke: src/rdmasmoke.c
 # transport sources as redis-server, with RDMA when redis-server has it
 # (build/migtest-rdma records that choice, so a change rebuilds the tool).
 MIGTEST_SRC := src/migtransporttest.c src/migtransport.c src/migrdma.c
+# Made by hand (make bin/migtransport-test), the tool follows that record too.
+MIGTEST_RDMA ?= $(shell cat build/migtest-rdma 2>/dev/null)
 bin/migtransport-test: $(MIGTEST_SRC) src/migtransport.h build/migtest-rdma
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wstrict-prototypes -Werror \
 		$(if $(filter yes,$(MIGTEST_RDMA)),-DUSE_RDMA) -o $@ $(MIGTEST_SRC) \
