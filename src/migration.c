@@ -327,6 +327,17 @@ static long long migDelayMs[MIG_PHASE_COUNT];
 static long long migDelayWriteMs;
 static long long migDelayChunkMs;   /* "chunk": after each slot sent. */
 
+/* DEBUG MIGRATION-CORRUPT: the recipient's patcher damages the blocks of
+ * the nth slot it patches before patching them, to test that bad data
+ * fails the import, at whatever point of the transfer it is found, and
+ * costs nothing. Set on the main thread between migrations, read by the
+ * patcher. */
+enum { MIG_CORRUPT_NONE, MIG_CORRUPT_HEADER, MIG_CORRUPT_MANIFEST, MIG_CORRUPT_RANDOM };
+static struct {
+    int what;
+    long long nth, seed, count;
+} migCorrupt;
+
 static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
 static void migCaptureFree(migSession *s);
 static long long migWritePauseMean(migSession *s);
@@ -1439,6 +1450,49 @@ static redisReply *migReplyField(redisReply *r, const char *name) {
     return NULL;
 }
 
+/* Donor thread, after the data connection broke: the recipient may have
+ * dropped it on purpose, having found bad data while the rest was still
+ * arriving, and then its reason is the useful part of the error. It is in
+ * the recipient's STATUS once its import has ended (quickly: nothing was
+ * linked yet), so ask for it on the control connection for up to a
+ * second. Fills why, "" when the recipient tells nothing. */
+static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len) {
+    struct timeval tv = {0, 300000};
+
+    why[0] = '\0';
+    if (rc == NULL || rc->err) return;
+    redisSetTimeout(rc, tv);
+    for (int i = 0; i < 20 && !migAborting(s); i++) {
+        redisReply *r = redisCommand(rc, "RDMAMIGRATESLOTS STATUS");
+        if (r == NULL) return;
+        redisReply *state = migReplyField(r, "state");
+        redisReply *last = migReplyField(r, "last_status");
+        redisReply *error = migReplyField(r, "last_error");
+        int ended = state && state->type == REDIS_REPLY_STRING && !strcmp(state->str, "idle");
+        if (ended && last && last->type == REDIS_REPLY_STRING && !strcmp(last->str, "failed") &&
+            error && error->type == REDIS_REPLY_STRING && error->len)
+            snprintf(why, len, "%s", error->str);
+        int stop = ended || r->type == REDIS_REPLY_ERROR;
+        freeReplyObject(r);
+        if (stop) return;
+        usleep(50000);
+    }
+}
+
+/* Donor thread: the transfer failed with err; fail the migration with it,
+ * and with what the recipient says about it. */
+static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *err) {
+    char why[MIG_ERR_LEN];
+
+    if (migAborting(s)) {
+        migFailAborted(s);
+        return;
+    }
+    migRecipientReason(s, rc, why, sizeof(why));
+    if (why[0]) migFail(s, "%s (the recipient: %s)", err, why);
+    else migFail(s, "%s", err);
+}
+
 static redisContext *migRecipientConnect(migSession *s) {
     long long left = migRemainingMs(s);
     struct timeval tv = {left / 1000, (left % 1000) * 1000};
@@ -1646,8 +1700,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             goto done;
         }
         if (n && migWriteBlocks(conn, batch, n, err) == -1) {
-            if (migAborting(s)) migFailAborted(s);
-            else migFail(s, "%s", err);
+            migDonorTransferFailed(s, rc, err);
             goto done;
         }
         s->bytes_sent += chunk;
@@ -1660,8 +1713,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         }
     }
     if (migFinish(conn, err) == -1) {
-        if (migAborting(s)) migFailAborted(s);
-        else migFail(s, "%s", err);
+        migDonorTransferFailed(s, rc, err);
         goto done;
     }
     s->bytes = s->bytes_sent;
@@ -2093,6 +2145,33 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
  * count), and the key linking still waits for RDMADONE and the transfer's
  * final check. It inherits the receiving thread's priority (both are
  * raised together by migPriorityWatch). */
+/* DEBUG MIGRATION-CORRUPT: damage the received blocks of one slot. */
+static void migDebugCorruptSlot(migSlot *ms) {
+    unsigned char *first = (unsigned char *)ms->blocks[0].local;
+
+    if (migCorrupt.what == MIG_CORRUPT_HEADER) {
+        memset(first, 0xff, 64);
+    } else if (migCorrupt.what == MIG_CORRUPT_MANIFEST) {
+        for (size_t b = 0; b < ms->nblocks; b++) {
+            migBlockMap *m = &ms->blocks[b];
+            if (ms->manifest_addr >= m->donor && ms->manifest_addr - m->donor < m->size) {
+                size_t off = (size_t)(ms->manifest_addr - m->donor);
+                memset((char *)m->local + off, 0xee, m->size - off < 16 ? m->size - off : 16);
+            }
+        }
+    } else if (migCorrupt.what == MIG_CORRUPT_RANDOM) {
+        uint64_t x = (uint64_t)migCorrupt.seed * 0x9e3779b97f4a7c15ULL + 1;
+        for (long long i = 0; i < migCorrupt.count; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            migBlockMap *m = &ms->blocks[x % ms->nblocks];
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            ((unsigned char *)m->local)[x % m->expect] ^= (unsigned char)(1 + (x >> 32) % 255);
+        }
+    }
+    serverLog(LL_WARNING, "Slot migration: DEBUG MIGRATION-CORRUPT damaged "
+              "slot %d's blocks before patching them", ms->slot);
+}
+
 static void *migRecipientPatcher(void *arg) {
     migSession *s = arg;
     char err[MIG_ERR_LEN] = "";
@@ -2121,6 +2200,8 @@ static void *migRecipientPatcher(void *arg) {
         pthread_mutex_unlock(&s->lock);
         if (stop) break;
         if (migAborting(s)) snprintf(err, sizeof(err), "cancelled");
+        if (migCorrupt.what != MIG_CORRUPT_NONE && next - 1 == migCorrupt.nth)
+            migDebugCorruptSlot(&s->slots[i]);
         if (err[0] || migRecipientPatchSlot(s, &s->slots[i], err) == -1) {
             pthread_mutex_lock(&s->lock);
             s->patch_failed = 1;
@@ -3282,9 +3363,54 @@ sds migrationGenInfo(sds info) {
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
 }
 
-/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET */
+/* DEBUG MIGRATION-CORRUPT HEADER|MANIFEST <nth> | RANDOM <nth> <seed>
+ * <count> | RESET */
+static void migrationDebugCorruptCommand(client *c) {
+    const char *what = c->argv[2]->ptr;
+    long long nth = 0, seed = 0, count = 0;
+    int w;
+
+    if (c->argc == 3 && !strcasecmp(what, "reset")) {
+        memset(&migCorrupt, 0, sizeof(migCorrupt));
+        addReply(c, shared.ok);
+        return;
+    }
+    if (!strcasecmp(what, "header") && c->argc == 4) w = MIG_CORRUPT_HEADER;
+    else if (!strcasecmp(what, "manifest") && c->argc == 4) w = MIG_CORRUPT_MANIFEST;
+    else if (!strcasecmp(what, "random") && c->argc == 6) w = MIG_CORRUPT_RANDOM;
+    else {
+        addReplyError(c, "syntax: DEBUG MIGRATION-CORRUPT HEADER|MANIFEST <nth> | "
+                         "RANDOM <nth> <seed> <count> | RESET");
+        return;
+    }
+    if (getLongLongFromObject(c->argv[3], &nth) != C_OK || nth < 0 || nth >= CLUSTER_SLOTS) {
+        addReplyError(c, "<nth> is a slot's rank in the import, 0 to 16383");
+        return;
+    }
+    if (w == MIG_CORRUPT_RANDOM &&
+        (getLongLongFromObject(c->argv[4], &seed) != C_OK ||
+         getLongLongFromObject(c->argv[5], &count) != C_OK || count < 1 || count > 1000000)) {
+        addReplyError(c, "<seed> is an integer, <count> 1 to 1000000");
+        return;
+    }
+    if (mig) {
+        addReplyError(c, "a migration is running: set MIGRATION-CORRUPT before it starts");
+        return;
+    }
+    migCorrupt.what = w;
+    migCorrupt.nth = nth;
+    migCorrupt.seed = seed;
+    migCorrupt.count = count;
+    addReply(c, shared.ok);
+}
+
+/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET, and MIGRATION-CORRUPT. */
 void migrationDebugCommand(client *c) {
     long long ms;
+    if (!strcasecmp(c->argv[1]->ptr, "migration-corrupt")) {
+        migrationDebugCorruptCommand(c);
+        return;
+    }
     if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
         memset(migDelayMs, 0, sizeof(migDelayMs));
         migDelayWriteMs = migDelayChunkMs = 0;

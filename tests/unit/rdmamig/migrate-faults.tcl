@@ -5,9 +5,12 @@
 # recipient holds nothing of those slots, no slot stays MIGRATING or
 # IMPORTING. Checked for CANCEL on the donor (transfer, and handover: the
 # recipient then drops keys it had linked, in slices) and on the
-# recipient (patch), a TIMEOUT shorter than the migration, and the
-# recipient killed mid-transfer. A CANCEL after the handover is refused and
-# the migration completes. After the faults a migration succeeds.
+# recipient (patch), a TIMEOUT shorter than the migration, the recipient
+# killed mid-transfer, and bad data found by the recipient (DEBUG
+# MIGRATION-CORRUPT: a damaged block header or manifest fails the import;
+# random damage never crashes a node). A CANCEL after the handover is
+# refused and the migration completes. After the faults a migration
+# succeeds.
 #
 # Replication: with one replica per master, the recipient's replica gets
 # the moved keys, the donor's replica drops them, and the recipient's
@@ -216,6 +219,83 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         } err]
         R 1 config set requirepass ""
         if {$failed} { error $err }
+    }
+
+    # Bad data found by the recipient's patcher (DEBUG MIGRATION-CORRUPT
+    # damages what arrived for the nth slot it patches): over TCP the
+    # patch runs while later slots are still arriving, so the import fails
+    # in the middle of the transfer; over RDMA (tests/rdma) after it.
+    foreach {what nth rank re} {
+        header 2 third {slot [0-9]+: block 0 was rejected \(bad allocator metadata\)}
+        manifest 5 sixth {slot [0-9]+: bad manifest}
+        header 0 first {slot [0-9]+: block 0 was rejected}
+    } {
+        test "RDMAMIGRATESLOTS: a damaged $what in the $rank slot patched fails the import, both roll back" {
+            set before [mg_fault_before $F $fkeys]
+            set crashes [count_log_message -1 "crashed by signal"]
+            R 1 debug migration-corrupt $what $nth
+            set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$F transport tcp} err]
+            R 1 debug migration-corrupt reset
+            assert_equal 1 $failed
+            puts "migration error: $err"
+            # The donor's error carries the recipient's reason.
+            if {![regexp -- "migration failed in transfer: .*\\(the recipient: $re" $err]} {
+                fail "migration error '$err' lacks the recipient's reason /$re/"
+            }
+            mg_assert_rolled_back $before $F failed
+            if {![regexp -- $re [mg_info 1 migration_last_error]]} {
+                fail "recipient's last error '[mg_info 1 migration_last_error]' does not match /$re/"
+            }
+            assert_equal failed [mg_info 1 migration_last_status]
+            verify_log_message -1 "*DEBUG MIGRATION-CORRUPT damaged slot*" 0
+            assert_equal $crashes [count_log_message -1 "crashed by signal"]
+        }
+    }
+
+    test {DEBUG MIGRATION-CORRUPT: bad arguments are refused} {
+        mg_assert_err {syntax} {R 1 debug migration-corrupt nonsense 1}
+        mg_assert_err {syntax} {R 1 debug migration-corrupt random 1 2}
+        mg_assert_err {rank} {R 1 debug migration-corrupt header -1}
+        mg_assert_err {count} {R 1 debug migration-corrupt random 0 7 0}
+        assert_equal OK [R 1 debug migration-corrupt reset]
+    }
+
+    # Random bytes: the import fails and rolls back, or (the bytes fell in
+    # string payloads or unused space, which no check can tell) succeeds.
+    # Either way no node crashes; a success is moved back. The slots are
+    # emptied for the next seed. 40 random bytes are nearly always found
+    # (pointers, lengths, allocator metadata): at least one of the six
+    # must fail, or the test did not test the checks.
+    test {RDMAMIGRATESLOTS: random damage in the received blocks never crashes a node} {
+        set G {900-939}
+        set Gset [mg_slotset $G]
+        set outcomes {}
+        for {set seed 1} {$seed <= 6} {incr seed} {
+            set gkeys [mg_fill 0 g$seed 80 $Gset]
+            set before [mg_fault_before $G $gkeys]
+            R 1 debug migration-corrupt random [expr {$seed % 3}] $seed 40
+            set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$G transport tcp} err]
+            R 1 debug migration-corrupt reset
+            assert_equal PONG [R 0 ping]
+            assert_equal PONG [R 1 ping]
+            if {$failed} {
+                lappend outcomes failed
+                mg_assert_rolled_back $before $G failed
+            } else {
+                lappend outcomes ok
+                mg_wait_converged
+                mg_migrate 1 0 $G
+                mg_wait_converged
+            }
+            # (Damage that kept a key's slot may have renamed it.)
+            foreach slot [mg_expand $G] {
+                foreach k [R 0 cluster getkeysinslot $slot 1000] { R 0 del $k }
+            }
+        }
+        puts "random damage, seeds 1-6: $outcomes"
+        assert {[lsearch $outcomes failed] >= 0}
+        assert_equal 0 [count_log_message 0 "crashed by signal"]
+        assert_equal 0 [count_log_message -1 "crashed by signal"]
     }
 
     test {RDMAMIGRATESLOTS: after the faults, the migration succeeds} {
