@@ -1397,6 +1397,8 @@ static void migDelay(migSession *s, int phase) {
     migSleep(s, migDelayMs[phase]);
 }
 
+static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len);
+
 /* One command to the recipient on the thread's connection. Returns the
  * reply (free it) or NULL with the session's error set. */
 static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
@@ -1422,8 +1424,13 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
-        migFail(s, "%s refused by the recipient %s:%d: %s", what, s->host,
-                s->port, r->str);
+        /* The recipient's import has ended: say why it did. */
+        char why[MIG_ERR_LEN] = "";
+        if (strstr(r->str, "no import is being prepared") && !migAborting(s))
+            migRecipientReason(s, rc, why, sizeof(why));
+        migFail(s, "%s refused by the recipient %s:%d: %s%s%s%s", what, s->host,
+                s->port, r->str, why[0] ? " (the recipient: " : "", why,
+                why[0] ? ")" : "");
         freeReplyObject(r);
         return NULL;
     }

@@ -252,6 +252,25 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
     }
 
+    # The last slot patched is found bad once every byte is in (TCP: the
+    # transfer's verdict was "ok"): the donor learns it at RDMADONE.
+    test {RDMAMIGRATESLOTS: a damaged manifest in the last slot patched fails the import at RDMADONE, both roll back} {
+        set before [mg_fault_before $F $fkeys]
+        set last [expr {[llength [lsort -unique [lmap k $fkeys {mg_keyslot $k}]]] - 1}]
+        R 1 debug migration-corrupt manifest $last
+        R 0 debug migration-delay patch 500
+        set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$F transport tcp} err]
+        R 0 debug migration-delay reset
+        R 1 debug migration-corrupt reset
+        assert_equal 1 $failed
+        puts "migration error: $err"
+        if {![regexp -- {migration failed in patch: .*slot [0-9]+: bad manifest} $err]} {
+            fail "migration error '$err' lacks the recipient's reason"
+        }
+        mg_assert_rolled_back $before $F failed
+        assert_match {*bad manifest*} [mg_info 1 migration_last_error]
+    }
+
     test {DEBUG MIGRATION-CORRUPT: bad arguments are refused} {
         mg_assert_err {syntax} {R 1 debug migration-corrupt nonsense 1}
         mg_assert_err {syntax} {R 1 debug migration-corrupt random 1 2}
