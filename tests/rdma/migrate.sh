@@ -19,6 +19,9 @@
 #              frozen slot; B is restarted and has no open slot
 #   cancel     DEBUG MIGRATION-DELAY transfer 2000, CANCEL: the error says
 #              cancel, C holds none of the keys and imports nothing
+#   bad data   A -> C with DEBUG MIGRATION-CORRUPT manifest 1 on C: the
+#              error gives C's reason (bad manifest), C holds nothing, A
+#              keeps every key and the slots, no node crashed
 #   bgsave     A -> B with DEBUG MIGRATION-DELAY write: A and B BGSAVE
 #              after both registered their blocks, before the first WRITE
 #              (fork with live MRs), and both children still run when the
@@ -418,6 +421,31 @@ same_as_orig "$IPA" "$PA" && [ "$(info_field "$IPA" "$PA" migration migration_fr
     [ "$(info_field "$IPA" "$PA" migration migration_last_status)" = cancelled ]
 check "A keeps every key unchanged, no frozen slot, last_status cancelled" $?
 cli "$IPA" "$PA" debug migration-delay reset >/dev/null
+
+# ------------------------------------------ 4c. bad data found by the recipient
+# DEBUG MIGRATION-CORRUPT on C damages the manifest of the second slot it
+# patches (over RDMA, once every byte is in): the import fails, the donor's
+# error carries C's reason, both roll back.
+section "4c. a damaged manifest found by the recipient"
+cli "$IPC" "$PC" debug migration-corrupt manifest 1 >/dev/null
+cli "$IPA" "$PA" rdmamigrateslots "$IPC" "$PC" $RANGES transport "$T" timeout 60000 > "$base/r4c" 2>&1
+cli "$IPC" "$PC" debug migration-corrupt reset >/dev/null
+show_reply "$base/r4c"
+grep -q '^ERR migration failed.*slot [0-9]*: bad manifest' "$base/r4c"
+check "the migration fails with the recipient's reason (bad manifest)" $?
+n=0
+until [ "$(info_field "$IPC" "$PC" migration migration_state)" = idle ]; do
+    n=$((n + 1)); [ $n -gt 50 ] && break; sleep 0.1
+done
+[ "$(cli "$IPC" "$PC" dbsize)" = 0 ] && [ -z "$(importing "$IPC" "$PC")" ] &&
+    [ "$(info_field "$IPC" "$PC" migration migration_last_status)" = failed ]
+check "C holds none of the keys, no IMPORTING, last_status failed" $?
+same_as_orig "$IPA" "$PA" && [ "$(info_field "$IPA" "$PA" migration migration_frozen_slots)" = 0 ] &&
+    [ "$(owners "$IPA" "$PA" 0 $slots 2999)" = "$(repeat_id 8 "$IDA")" ]
+check "A keeps every key unchanged and owns the slots" $?
+grep -q "crashed by signal" "$base/A/log" "$base/C/log"
+[ $? = 1 ]
+check "no crash on A or C" $?
 
 # ------------------------------------------- 5. BGSAVE in the middle (fork + MRs)
 section "5. BGSAVE in the middle of a migration"
