@@ -283,6 +283,7 @@ typedef struct migSession {
     int patch_closed;               /* Nothing more comes... */
     int patch_stop;                 /* ...or stop now: the import failed. */
     int patch_failed;               /* The patcher failed: patch_err. */
+    int patch_overlap;              /* Slots go to it during the transfer. */
     char patch_err[MIG_ERR_LEN];
     uint32_t reg_n;
     migBlockDesc *reg_desc;
@@ -1863,19 +1864,24 @@ static void migPriorityWatch(migSession *s) {
      * counts no more. */
     int have2 = tid2 && migThreadSchedStat(tid2, &cpu2, &waited2) == 0;
     if (!unreadable && s->watch_ms) {
+        /* The migration starves when its threads together ran less than
+         * a tenth of the window while one of them waited for a CPU more
+         * than half of it. (Together: two threads of one migration share
+         * the CPU time left over; each alone may get little of it while
+         * the migration goes on well.) */
         unsigned long long win = (unsigned long long)(now - s->watch_ms) * 1000000ULL;
         unsigned long long ran = cpu - s->watch_cpu_ns, wait = waited - s->watch_wait_ns;
-        starving = wait > win / 2 && ran < win / 10;
-        if (!starving && have2 && s->watch_cpu2_ns) {
-            ran = cpu2 - s->watch_cpu2_ns;
-            wait = waited2 - s->watch_wait2_ns;
-            starving = wait > win / 2 && ran < win / 10;
+        if (have2 && s->watch_cpu2_ns) {
+            unsigned long long wait2 = waited2 - s->watch_wait2_ns;
+            ran += cpu2 - s->watch_cpu2_ns;
+            if (wait2 > wait) wait = wait2;
         }
+        starving = wait > win / 2 && ran < win / 10;
         if (starving)
-            serverLog(LL_NOTICE, "Slot migration: a migration thread ran "
-                      "%llu ms and waited %llu ms for a CPU in the last %lld ms; "
-                      "the migration's threads leave the idle class for the rest "
-                      "of this migration (migration-thread-priority auto)",
+            serverLog(LL_NOTICE, "Slot migration: the migration's threads ran "
+                      "%llu ms and waited up to %llu ms for a CPU in the last %lld ms; "
+                      "they leave the idle class for the rest of this migration "
+                      "(migration-thread-priority auto)",
                       ran / 1000000ULL, wait / 1000000ULL, now - s->watch_ms);
     }
     s->watch_ms = now;
@@ -2249,13 +2255,23 @@ static int migRecipientEndPatcher(migSession *s, int stop, char *err) {
     return s->patch_failed ? -1 : 0;
 }
 
+/* How many CPUs this thread may run on (1 if that cannot be told). */
+static int migCpusAllowed(void) {
+#ifdef __linux__
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
+#endif
+    return 1;
+}
+
 /* migWatchBlocks() callback (TCP): a block is whole; when it was the last
- * of its slot, the slot goes to the patcher. */
+ * of its slot, the slot goes to the patcher (if it overlaps). */
 static int migRecipientBlockDone(void *ctx, uint32_t block, char *err) {
     migSession *s = ctx;
     int i = s->reg_slot[block];
 
-    if (--s->slots[i].blocks_left) return 0;
+    if (--s->slots[i].blocks_left || !s->patch_overlap) return 0;
     return migRecipientQueuePatch(s, i, err);
 }
 
@@ -2298,8 +2314,12 @@ static void *migRecipientThread(void *arg) {
     if (r == -1) goto out;
 
     /* The donor writes; its summary must match what we registered. Slots
-     * are patched as their blocks become whole (TCP), the others after. */
+     * are patched as their blocks become whole (TCP), the others after:
+     * all of them after when this process may run on one CPU only, where
+     * the patch could only take the CPU time the receiving thread and the
+     * donor need (a slot takes writes again once its bytes have left). */
     for (int i = 0; i < s->nmig; i++) s->slots[i].blocks_left = s->slots[i].nblocks;
+    s->patch_overlap = migCpusAllowed() > 1;
     if (s->reg_n && migWatchBlocks(conn, s->reg_expect, migRecipientBlockDone, s, err) == -1) {
         migFail(s, "%s", err);
         goto out;
@@ -2332,10 +2352,10 @@ static void *migRecipientThread(void *arg) {
     migCloseListener(l);
     conn = NULL;
 
-    /* The slots not queued during the transfer (all of them over RDMA)
-     * go to the patcher now; wait for it. */
+    /* The slots not queued during the transfer (all of them over RDMA,
+     * or on one CPU) go to the patcher now; wait for it. */
     for (int i = 0; i < s->nmig; i++) {
-        if (s->slots[i].blocks_left == 0) continue;
+        if (s->slots[i].blocks_left == 0 && s->patch_overlap) continue;
         s->slots[i].blocks_left = 0;
         if (migRecipientQueuePatch(s, i, err) == -1) break;
     }
