@@ -170,6 +170,16 @@ delayed_migration() {
     wait_phase "$IPA" "$PA" "$1"
     ph=$?
 }
+# c_import_ended: waits (up to 5 s) for C's import to end; true if it did
+# and C holds no key and imports nothing.
+c_import_ended() {
+    n=0
+    until [ "$(info_field "$IPC" "$PC" migration migration_state)" = idle ]; do
+        n=$((n + 1)); [ $n -gt 50 ] && break; sleep 0.1
+    done
+    [ "$(cli "$IPC" "$PC" dbsize)" = 0 ] && [ -z "$(importing "$IPC" "$PC")" ] &&
+        [ "$(info_field "$IPC" "$PC" migration migration_state)" = idle ]
+}
 show_reply() { # file
     tr '\n' ' ' < "$1" | sed 's/^/    reply: /'; echo
 }
@@ -410,12 +420,7 @@ wait $bg
 show_reply "$base/r4"
 [ $ph = 0 ] && grep -qx OK "$base/c4" && grep -q '^ERR migration failed.*cancel' "$base/r4"
 check "CANCEL during the transfer delay: +OK, the migration's error says cancel" $?
-n=0
-until [ "$(info_field "$IPC" "$PC" migration migration_state)" = idle ]; do
-    n=$((n + 1)); [ $n -gt 50 ] && break; sleep 0.1
-done
-[ "$(cli "$IPC" "$PC" dbsize)" = 0 ] && [ -z "$(importing "$IPC" "$PC")" ] &&
-    [ "$(info_field "$IPC" "$PC" migration migration_state)" = idle ]
+c_import_ended
 check "C holds none of the keys, no IMPORTING, its import ended ($(info_field "$IPC" "$PC" migration migration_last_status))" $?
 same_as_orig "$IPA" "$PA" && [ "$(info_field "$IPA" "$PA" migration migration_frozen_slots)" = 0 ] &&
     [ "$(info_field "$IPA" "$PA" migration migration_last_status)" = cancelled ]
@@ -433,12 +438,7 @@ cli "$IPC" "$PC" debug migration-corrupt reset >/dev/null
 show_reply "$base/r4c"
 grep -q '^ERR migration failed.*slot [0-9]*: bad manifest' "$base/r4c"
 check "the migration fails with the recipient's reason (bad manifest)" $?
-n=0
-until [ "$(info_field "$IPC" "$PC" migration migration_state)" = idle ]; do
-    n=$((n + 1)); [ $n -gt 50 ] && break; sleep 0.1
-done
-[ "$(cli "$IPC" "$PC" dbsize)" = 0 ] && [ -z "$(importing "$IPC" "$PC")" ] &&
-    [ "$(info_field "$IPC" "$PC" migration migration_last_status)" = failed ]
+c_import_ended && [ "$(info_field "$IPC" "$PC" migration migration_last_status)" = failed ]
 check "C holds none of the keys, no IMPORTING, last_status failed" $?
 same_as_orig "$IPA" "$PA" && [ "$(info_field "$IPA" "$PA" migration migration_frozen_slots)" = 0 ] &&
     [ "$(owners "$IPA" "$PA" 0 $slots 2999)" = "$(repeat_id 8 "$IDA")" ]
