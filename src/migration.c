@@ -2149,15 +2149,6 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
     return 0;
 }
 
-/* The recipient's second thread: patches the slots the receiving thread
- * queues as their blocks become whole, so that on a host with a CPU to
- * spare (two machines, or two CPUs) the patch of the first slots overlaps
- * the transfer of the next ones instead of following all of it, and reads
- * blocks the copy has just brought into the cache. The blocks it patches
- * are never written again (the transport refuses any byte past a block's
- * count), and the key linking still waits for RDMADONE and the transfer's
- * final check. It inherits the receiving thread's priority (both are
- * raised together by migPriorityWatch). */
 /* DEBUG MIGRATION-CORRUPT: damage the received blocks of one slot. */
 static void migDebugCorruptSlot(migSlot *ms) {
     unsigned char *first = (unsigned char *)ms->blocks[0].local;
@@ -2185,6 +2176,15 @@ static void migDebugCorruptSlot(migSlot *ms) {
               "slot %d's blocks before patching them", ms->slot);
 }
 
+/* The recipient's second thread: patches the slots the receiving thread
+ * queues as their blocks become whole, so that on a host with a CPU to
+ * spare (two machines, or two CPUs) the patch of the first slots overlaps
+ * the transfer of the next ones instead of following all of it, and reads
+ * blocks the copy has just brought into the cache. The blocks it patches
+ * are never written again (the transport refuses any byte past a block's
+ * count), and the key linking still waits for RDMADONE and the transfer's
+ * final check. It inherits the receiving thread's priority (both are
+ * raised together by migPriorityWatch). */
 static void *migRecipientPatcher(void *arg) {
     migSession *s = arg;
     char err[MIG_ERR_LEN] = "";
