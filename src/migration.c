@@ -1426,12 +1426,11 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
     }
     if (r->type == REDIS_REPLY_ERROR) {
         /* The recipient's import has ended: say why it did. */
-        char why[MIG_ERR_LEN] = "";
+        char why[MIG_ERR_LEN + 32] = "";
         if (strstr(r->str, "no import is being prepared") && !migAborting(s))
             migRecipientReason(s, rc, why, sizeof(why));
-        migFail(s, "%s refused by the recipient %s:%d: %s%s%s%s", what, s->host,
-                s->port, r->str, why[0] ? " (the recipient: " : "", why,
-                why[0] ? ")" : "");
+        migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->host,
+                s->port, r->str, why);
         freeReplyObject(r);
         return NULL;
     }
@@ -1463,7 +1462,8 @@ static redisReply *migReplyField(redisReply *r, const char *name) {
  * arriving, and then its reason is the useful part of the error. It is in
  * the recipient's STATUS once its import has ended (quickly: nothing was
  * linked yet), so ask for it on the control connection for up to a
- * second. Fills why, "" when the recipient tells nothing. */
+ * second. Fills why with " (the recipient: <reason>)", to append to an
+ * error, or "" when the recipient tells nothing. */
 static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len) {
     struct timeval tv = {0, 300000};
 
@@ -1479,7 +1479,7 @@ static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_
         int ended = state && state->type == REDIS_REPLY_STRING && !strcmp(state->str, "idle");
         if (ended && last && last->type == REDIS_REPLY_STRING && !strcmp(last->str, "failed") &&
             error && error->type == REDIS_REPLY_STRING && error->len)
-            snprintf(why, len, "%s", error->str);
+            snprintf(why, len, " (the recipient: %s)", error->str);
         int stop = ended || r->type == REDIS_REPLY_ERROR;
         freeReplyObject(r);
         if (stop) return;
@@ -1490,15 +1490,14 @@ static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_
 /* Donor thread: the transfer failed with err; fail the migration with it,
  * and with what the recipient says about it. */
 static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *err) {
-    char why[MIG_ERR_LEN];
+    char why[MIG_ERR_LEN + 32];
 
     if (migAborting(s)) {
         migFailAborted(s);
         return;
     }
     migRecipientReason(s, rc, why, sizeof(why));
-    if (why[0]) migFail(s, "%s (the recipient: %s)", err, why);
-    else migFail(s, "%s", err);
+    migFail(s, "%s%s", err, why);
 }
 
 static redisContext *migRecipientConnect(migSession *s) {
