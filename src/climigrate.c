@@ -21,6 +21,15 @@
  *      NODE, one call each), as upstream's clusterManagerMoveSlot does
  *      with SETSLOT so clients are not redirected by stale nodes; this is
  *      best effort, gossip converges anyway.
+ *   5. With cliMigOptions.overlap (the cluster manager's rebalance and
+ *      reshard), STATUS is asked every CLI_MIG_FAST_POLL_MS instead, and
+ *      once it says "delete" (the recipient owns the slots, the donor is
+ *      only deleting its copies) the move returns: the next pair starts
+ *      while this donor deletes, its reply is read later
+ *      (cliMigWaitPending: before the next move that involves that donor,
+ *      before telling the other masters, before a MIGRATE move, and when
+ *      the command ends), and then its summary is printed. One move at
+ *      most waits like that.
  *
  * The wait is single threaded: the command is written with hiredis's
  * buffer API and the donor's socket is poll()ed between STATUS calls.
@@ -51,6 +60,7 @@
 #include <hiredis.h>
 
 #define CLI_MIG_POLL_MS 500             /* STATUS every 500 ms */
+#define CLI_MIG_FAST_POLL_MS 10         /* with overlap: to see "delete" */
 #define CLI_MIG_PLAIN_EVERY_MS 3000     /* non-TTY: a line at most every 3 s */
 #define CLI_MIG_STATUS_TIMEOUT_MS 2000  /* a STATUS call longer: stop polling */
 
@@ -230,10 +240,12 @@ static void cliMigEndProgress(cliMigProgress *p) {
     p->shown = 0;
 }
 
-/* Asks the donor how the migration is going; 0 when polling should stop
- * (the STATUS connection failed or STATUS is refused). */
+/* Asks the donor how the migration is going, and shows it if show is
+ * set; *deleting is set when the donor says it is in its delete phase.
+ * Returns 0 when polling should stop (the STATUS connection failed or
+ * STATUS is refused). */
 static int cliMigPollStatus(redisContext *status, cliMigProgress *p,
-                            double elapsed_s) {
+                            double elapsed_s, int show, int *deleting) {
     redisReply *r = redisCommand(status, "RDMAMIGRATESLOTS STATUS");
     if (r == NULL) return 0;
     int ok = r->type != REDIS_REPLY_ERROR;
@@ -241,7 +253,8 @@ static int cliMigPollStatus(redisContext *status, cliMigProgress *p,
         cliMigStats s;
         cliMigStatsInit(&s);
         cliMigParseStats(r, &s);
-        cliMigShowProgress(p, &s, elapsed_s);
+        if (show) cliMigShowProgress(p, &s, elapsed_s);
+        if (!strcasecmp(s.phase, "delete")) *deleting = 1;
     }
     freeReplyObject(r);
     return ok;
@@ -266,13 +279,18 @@ static long long cliMigUsedMemory(redisContext *c) {
 /* Sends argv to the donor and waits for its reply, polling STATUS on
  * 'status' (may be NULL: no progress) every CLI_MIG_POLL_MS meanwhile.
  * Returns the reply (the caller frees it), or NULL with *err set (a
- * malloc'ed message) when the connection failed. */
+ * malloc'ed message) when the connection failed. With early set, polls
+ * every CLI_MIG_FAST_POLL_MS (progress still shown at the slow pace) and
+ * returns NULL with *handed_over set, the reply still to come on donor,
+ * as soon as STATUS says the donor is deleting. */
 static redisReply *cliMigCall(redisContext *donor, redisContext *status,
                               int argc, char **argv, size_t *argvlen,
-                              cliMigProgress *p, long long start,
-                              char **err) {
+                              cliMigProgress *p, long long start, int early,
+                              int *handed_over, char **err) {
     redisReply *reply = NULL;
     int done = 0;
+    int every = early ? CLI_MIG_FAST_POLL_MS : CLI_MIG_POLL_MS;
+    long long next_show = start + CLI_MIG_POLL_MS;
 
     if (redisAppendCommandArgv(donor, argc, (const char **)argv,
                                argvlen) != REDIS_OK)
@@ -281,7 +299,7 @@ static redisReply *cliMigCall(redisContext *donor, redisContext *status,
         if (redisBufferWrite(donor, &done) == REDIS_ERR) goto ioerr;
     } while (!done);
 
-    long long next_poll = start + CLI_MIG_POLL_MS;
+    long long next_poll = start + every;
     while (1) {
         if (redisGetReplyFromReader(donor, (void **)&reply) == REDIS_ERR)
             goto ioerr;
@@ -299,9 +317,16 @@ static redisReply *cliMigCall(redisContext *donor, redisContext *status,
             if (redisBufferRead(donor) == REDIS_ERR) goto ioerr;
             continue;
         }
-        if (!cliMigPollStatus(status, p, (cliMigNowMs() - start) / 1000.0))
+        int show = cliMigNowMs() >= next_show, deleting = 0;
+        if (!cliMigPollStatus(status, p, (cliMigNowMs() - start) / 1000.0,
+                              show, &deleting))
             status = NULL;  /* no progress, keep waiting for the reply */
-        next_poll = cliMigNowMs() + CLI_MIG_POLL_MS;
+        if (show) next_show = cliMigNowMs() + CLI_MIG_POLL_MS;
+        if (early && deleting) {
+            *handed_over = 1;
+            return NULL;
+        }
+        next_poll = cliMigNowMs() + every;
     }
 
 ioerr:
@@ -336,16 +361,79 @@ static void cliMigInformOthers(const cliMigNode *dst, char **ranges,
     free(argv);
 }
 
+/* The move whose donor is still deleting (cliMigMoveSlots with overlap):
+ * its reply is still to be read on ctx. ctx == NULL: none. */
+static struct {
+    redisContext *ctx;              /* the donor's cluster-manager connection */
+    char from[320], to[320];
+    long long start;
+    double handed_s;                /* when it returned, after its start */
+} cliMigPend;
+
+/* Prints the outcome of a move from its reply r (NULL: the connection
+ * failed, err says why); returns 1 if it succeeded. handed_s >= 0: the
+ * move returned early, handed_s after its start; its length is then that
+ * plus the donor's delete_ms (the reply was read later than it came). */
+static int cliMigReport(redisReply *r, const char *err, const char *from,
+                        const char *to, double elapsed, double handed_s) {
+    int ok = 0;
+
+    if (r == NULL) {
+        fprintf(stderr, "*** RDMAMIGRATESLOTS from %s to %s failed after "
+                "%.1f s: %s (connection to the donor lost: check the state of "
+                "the slots with --cluster check)\n", from, to, elapsed,
+                err ? err : "?");
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "*** RDMAMIGRATESLOTS from %s to %s failed after "
+                "%.1f s: %s\n", from, to, elapsed, r->str);
+    } else {
+        cliMigStats s;
+        cliMigStatsInit(&s);
+        cliMigParseStats(r, &s);
+        if (handed_s >= 0 && s.delete_ms >= 0)
+            elapsed = handed_s + s.delete_ms / 1000.0;
+        char *sum = cliMigFormatSummary(&s, from, to, elapsed);
+        if (sum) printf("%s\n", sum);
+        free(sum);
+        ok = 1;
+    }
+    fflush(stdout);
+    return ok;
+}
+
+int cliMigWaitPending(void) {
+    redisContext *c = cliMigPend.ctx;
+    redisReply *r = NULL;
+
+    if (c == NULL) return 1;
+    cliMigPend.ctx = NULL;
+    if (redisGetReply(c, (void **)&r) != REDIS_OK) r = NULL;
+    int ok = cliMigReport(r, c->errstr[0] ? c->errstr : "I/O error",
+                          cliMigPend.from, cliMigPend.to,
+                          (cliMigNowMs() - cliMigPend.start) / 1000.0,
+                          cliMigPend.handed_s);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
 /* Moves 'slots' (any order) from src to dst with one RDMAMIGRATESLOTS sent
  * to src, with progress and a summary line, then tells the other masters.
  * Both nodes must support it (cliMigSupports). On failure prints the
  * donor's error (which says the phase and the cause; the nodes are back to
- * STABLE) and returns 0; returns 1 on success. */
+ * STABLE) and returns 0; returns 1 on success. With o->overlap, returns 1
+ * as soon as the slots are handed over (see the top of this file); a
+ * failure of the move that was waiting then makes this one fail. */
 int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
                     const int *slots, int nslots, const cliMigOptions *o) {
     char from[320], to[320];
     snprintf(from, sizeof(from), "%s:%d", src->ip, src->port);
     snprintf(to, sizeof(to), "%s:%d", dst->ip, dst->port);
+
+    /* A donor still deleting can't give or take slots yet. */
+    if (cliMigPend.ctx && (cliMigPend.ctx == src->ctx ||
+                           cliMigPend.ctx == dst->ctx) &&
+        !cliMigWaitPending())
+        return 0;
 
     cliMigArgs a = {
         .host = dst->ip, .port = dst->port, .slots = slots, .nslots = nslots,
@@ -384,34 +472,36 @@ int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
     cliMigProgress p = {.tty = isatty(fileno(stdout)), .last_bytes = -1,
                         .last_slots = -1};
     char *err = NULL;
+    int handed_over = 0;
     long long start = cliMigNowMs();
     redisReply *r = cliMigCall(src->ctx, status, argc, argv, argvlen, &p,
-                               start, &err);
+                               start, o->overlap && status, &handed_over, &err);
     double elapsed = (cliMigNowMs() - start) / 1000.0;
     cliMigEndProgress(&p);
     if (status) redisFree(status);
     cliMigFreeArgv(argc, argv, argvlen);
 
-    int ok = 0;
-    if (r == NULL) {
-        fprintf(stderr, "*** RDMAMIGRATESLOTS from %s to %s failed after "
-                "%.1f s: %s (connection to the donor lost: check the state of "
-                "the slots with --cluster check)\n", from, to, elapsed,
-                err ? err : "?");
-    } else if (r->type == REDIS_REPLY_ERROR) {
-        fprintf(stderr, "*** RDMAMIGRATESLOTS from %s to %s failed after "
-                "%.1f s: %s\n", from, to, elapsed, r->str);
-    } else {
-        cliMigStats s;
-        cliMigStatsInit(&s);
-        cliMigParseStats(r, &s);
-        char *sum = cliMigFormatSummary(&s, from, to, elapsed);
-        if (sum) printf("%s\n", sum);
-        free(sum);
+    /* The move waiting before this one ends first: the other masters,
+     * told next, include its donor. */
+    int ok;
+    if (handed_over) {
+        printf("    slots handed over to %s after %.1f s; %s deletes its "
+               "copies while the next move starts (its summary follows)\n",
+               to, elapsed, from);
+        fflush(stdout);
+        ok = cliMigWaitPending();
         cliMigInformOthers(dst, ranges, nranges, o);
-        ok = 1;
+        cliMigPend.ctx = src->ctx;
+        snprintf(cliMigPend.from, sizeof(cliMigPend.from), "%s", from);
+        snprintf(cliMigPend.to, sizeof(cliMigPend.to), "%s", to);
+        cliMigPend.start = start;
+        cliMigPend.handed_s = elapsed;
+    } else {
+        ok = cliMigReport(r, err, from, to, elapsed, -1);
+        int prev_ok = cliMigWaitPending();
+        if (ok) cliMigInformOthers(dst, ranges, nranges, o);
+        ok = ok && prev_ok;
     }
-    fflush(stdout);
     if (r) freeReplyObject(r);
     free(err);
     cliFreeStrings(ranges, nranges);

@@ -37,11 +37,18 @@ typedef struct cliMigOptions {
     const cliMigNode *others;       /* the other masters, told SETSLOTS NODE */
     int nothers;
     cliMigConnectFn *connect;       /* for the STATUS connection */
+    int overlap;                    /* 1: may return once the slots are
+                                     * handed over, the donor still deleting
+                                     * (see cliMigWaitPending) */
 } cliMigOptions;
 
 int cliMigSupports(const cliMigNode *n);
 int cliMigCheckNodes(const cliMigNode *nodes, int count, int transport);
 int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
                     const int *slots, int nslots, const cliMigOptions *o);
+/* Waits for the reply of a move that returned early (overlap) and prints
+ * its summary; 1 if there was none or it succeeded, 0 if it failed. The
+ * cluster manager calls it before it ends and before a MIGRATE move. */
+int cliMigWaitPending(void);
 
 #endif
