@@ -87,6 +87,7 @@ check_clean "3 masters + an empty 4th"
 # Rebalance (auto): one call per pair, every call to the new node.
 out=$dir/out
 : > "$log"
+: > "$log.events"
 $cli --cluster rebalance 127.0.0.1:${ports[0]} --cluster-use-empty-masters > "$out" 2>&1
 rc=$?
 p3=${ports[3]}
@@ -117,10 +118,31 @@ then
 else
     err "the ranges sent add up to the 4096 slots moved, no slot twice"
 fi
-if [ "$(grep -Ec "^\[OK\] 13(65|66) slots from 127.0.0.1:$old3 to 127.0.0.1:$p3: [0-9]+ keys, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\) over tcp; prepare [0-9]+ ms, transfer [0-9]+ ms, patch 0 ms, handover [0-9]+ ms, delete 0 ms; writes paused [0-9]+ ms; keys [0-9]+ zero-copy, 0 serialized$" "$out")" = 3 ]; then
+if [ "$(grep -Ec "^\[OK\] 13(65|66) slots from 127.0.0.1:$old3 to 127.0.0.1:$p3: [0-9]+ keys, [0-9.]+ MB in [0-9.]+ s \([0-9.]+ MB/s\) over tcp; prepare [0-9]+ ms, transfer [0-9]+ ms, patch 0 ms, handover [0-9]+ ms, delete [0-9]+ ms; writes paused [0-9]+ ms; keys [0-9]+ zero-copy, 0 serialized$" "$out")" = 3 ]; then
     ok "a summary line per pair (keys, MB, MB/s, transport, phases)"
 else
     err "a summary line per pair (keys, MB, MB/s, transport, phases)" "$out"
+fi
+# The next pair starts while the last donor deletes (the mock stays 0.3 s
+# in "delete"): each call but the first comes before the reply of the one
+# before it, and the summaries still all come.
+if python3 - "$log.events" <<'EOF'
+import sys
+ev = [l.split() for l in open(sys.argv[1])]
+calls = [float(t) for t, _, w in ev if w == "call"]
+replies = [float(t) for t, _, w in ev if w == "reply"]
+sys.exit(0 if len(calls) == 3 == len(replies) and
+         all(calls[i + 1] < replies[i] for i in range(2)) else 1)
+EOF
+then
+    ok "each pair starts while the donor before it deletes (its reply comes later)"
+else
+    err "each pair starts while the donor before it deletes (its reply comes later)" "$log.events"
+fi
+if [ "$(grep -c "^    slots handed over to 127.0.0.1:$p3 after [0-9.]* s; 127.0.0.1:[0-9]* deletes its copies while the next move starts (its summary follows)$" "$out")" = 3 ]; then
+    ok "a line says so for each pair"
+else
+    err "a line says so for each pair" "$out"
 fi
 if grep -Eq '^    transfer: [0-9]+ slots, [0-9.]+/[0-9.]+ MB, [0-9.]+ MB/s, [0-9]+ keys, [0-9.]+ s$' "$out"; then
     ok "progress lines from RDMAMIGRATESLOTS STATUS (not a TTY: one per phase or 3 s)"
@@ -172,6 +194,24 @@ else
     err "on a terminal the progress line is rewritten in place" "$out.lines"
 fi
 check_clean "after the tcp reshard"
+
+# A move that fails after its early return (its donor's reply is an error,
+# read when the reshard ends): the error is printed and redis-cli exits
+# non-zero; the slots were handed over, so they are moved.
+touch "$log.fail-delete"
+n0=$(slots_of ${ports[0]})
+$cli --cluster reshard 127.0.0.1:${ports[0]} --cluster-from "$id3" --cluster-to "$id0" \
+    --cluster-slots 100 --cluster-yes --cluster-transport tcp > "$out" 2>&1
+rc=$?
+rm -f "$log.fail-delete"
+if [ $rc != 0 ] && grep -q "slots handed over to 127.0.0.1:${ports[0]}" "$out" &&
+    grep -q "RDMAMIGRATESLOTS from 127.0.0.1:$p3 to 127.0.0.1:${ports[0]} failed after [0-9.]* s: ERR delete phase: mock: the donor failed after the handover" "$out" &&
+    [ "$(slots_of ${ports[0]})" = $((n0 + 100)) ]; then
+    ok "an error read after the early return: printed, redis-cli exits non-zero"
+else
+    err "an error read after the early return: printed, redis-cli exits non-zero (exit $rc)" "$out"
+fi
+check_clean "after the reshard that failed late"
 
 # A mixed cluster: the 4th node loses the command (its proxy now plays an
 # older node). auto moves the pairs with it through MIGRATE, the others with

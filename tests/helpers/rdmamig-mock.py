@@ -18,10 +18,17 @@ request, except:
                                   the slots the stock way (CLUSTER SETSLOTS
                                   IMPORTING/MIGRATING, GETKEYSINSLOT +
                                   MIGRATE, SETSLOTS NODE) slowly enough to be
-                                  polled, and replies with the fixed fields
-                                  of the interface (issue 4). TRANSPORT rdma
-                                  fails before anything changes, like a node
-                                  without an RDMA device.
+                                  polled, stays DELETE_DELAY in phase
+                                  "delete" after the handover, and replies
+                                  with the fixed fields of the interface
+                                  (issue 4). TRANSPORT rdma fails before
+                                  anything changes, like a node without an
+                                  RDMA device. While LOG_FILE.fail-delete
+                                  exists, the reply after the delete phase
+                                  is an error instead.
+
+Each call and each reply is also written to LOG_FILE.events, with the
+time, so that a test sees which calls overlapped.
 
 The recipient's real port is the announced <port> plus (BACKEND_PORT -
 LISTEN_PORT). With "nosupport" it plays a node without the command
@@ -29,6 +36,7 @@ LISTEN_PORT). With "nosupport" it plays a node without the command
 own connections to both nodes and its MIGRATEs. Test-only, RESP2 only.
 """
 
+import os
 import socket
 import socketserver
 import sys
@@ -39,6 +47,7 @@ LISTEN, BACKEND, LOG = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 SUPPORT = sys.argv[4:5] != ["nosupport"]
 OFFSET = BACKEND - LISTEN
 SLOT_DELAY = 0.002      # seconds per slot: lets redis-cli poll STATUS
+DELETE_DELAY = 0.3      # seconds in phase "delete", after the handover
 
 status_lock = threading.Lock()
 status = {"phase": "idle"}
@@ -159,10 +168,22 @@ def status_reply():
     return encode(*flat)
 
 
+def event(what):
+    with open(LOG + ".events", "a") as f:
+        f.write("%.6f %d %s\n" % (time.time(), LISTEN, what))
+
+
 def migrate(args):
     """RDMAMIGRATESLOTS host port ranges... [options]: returns the reply."""
     with open(LOG, "a") as f:
         f.write("%d %s\n" % (LISTEN, " ".join(a.decode() for a in args)))
+    event("call")
+    reply = migrate_slots(args)
+    event("reply")
+    return reply
+
+
+def migrate_slots(args):
     host, port = args[1].decode(), int(args[2])
     i, ranges = 3, []
     while i < len(args) and args[i].upper() not in (b"TRANSPORT", b"AUTH",
@@ -221,12 +242,17 @@ def migrate(args):
         if isinstance(r, Exception):
             return b"-ERR handover phase: %s\r\n" % str(r).encode()
     t3 = time.time()
+    set_status(phase="delete")
+    time.sleep(DELETE_DELAY)
+    t4 = time.time()
     ms = lambda a, b: int((b - a) * 1000)
     set_status(phase="done", bytes_total=nbytes)
+    if os.path.exists(LOG + ".fail-delete"):
+        return b"-ERR delete phase: mock: the donor failed after the handover\r\n"
     return encode("transport", "tcp", "slots", len(slots), "keys", keys,
                   "bytes", nbytes, "keys_zero_copy", keys, "keys_serialized",
                   0, "prepare_ms", ms(t0, t1), "transfer_ms", ms(t1, t2),
-                  "patch_ms", 0, "handover_ms", ms(t2, t3), "delete_ms", 0,
+                  "patch_ms", 0, "handover_ms", ms(t2, t3), "delete_ms", ms(t3, t4),
                   "write_pause_ms", ms(t1, t3), "mock_field", "ignored")
 
 
