@@ -131,6 +131,7 @@ def compaction_summary():
 summary = {
     "throughput": rate_summary("throughput"),
     "relocated": rate_summary("relocated"),
+    "updates": rate_summary("updates"),
     "memory": memory_summary(),
     "compaction": compaction_summary(),
 }
@@ -154,6 +155,8 @@ meta = {
         "relocated_value_bytes": int(env["SA_REL_VSIZE"]),
         "memory_keys": int(env["SA_MEM_KEYS"]),
         "compaction_slot_mb": int(env["SA_COMP_MB"]),
+        "updates_keys": int(env.get("SA_UPD_KEYS", "0")),
+        "updates_requests_per_test": int(env.get("SA_UPD_REQUESTS", "0")),
         "clients": int(env["SA_CLIENTS"]),
     },
 }
@@ -261,7 +264,8 @@ if summary["compaction"]:
       "MB/s (wall) | goal |",
       "|---|---:|---:|---:|---:|---:|---|---:|---|"]
 order = sorted(summary["compaction"].items(),
-               key=lambda kv: {"compaction": 0, "memory": 1, "relocated": 2}[kv[1]["phase"]])
+               key=lambda kv: {"compaction": 0, "memory": 1, "relocated": 2,
+                               "updates": 3}.get(kv[1]["phase"], 4))
 for w, d in order:
     ok = d["server_mb_s"] is not None and d["server_mb_s"] >= 1000
     goal = ("met" if ok else "**not met**") if d["phase"] == "compaction" else "n/a (many slots)"
@@ -272,6 +276,14 @@ for w, d in order:
              f"{fmt_int(d['wall_mb_s'])} | {goal} |")
 if summary["compaction"]:
     L.append("")
+rate_table("5. Updates of relocated hashes, background relocation on",
+           f"{s['updates_keys']:,} hashes `key:<12 digits>` of 10 fields x 100 B (hashtable "
+           "encoded, like YCSB's records) preloaded; with yes, `DEBUG SLOTCOMPACT ALL` then "
+           "moved them into slot blocks. Then, with `slot-affinity-cpu 10` (the background "
+           "cycle moves each written key back into its blocks), `HSET key:__rand_int__ field3 "
+           f"<100 B>` and `HGETALL key:__rand_int__`, each `-n {s['updates_requests_per_test']} "
+           f"-r {s['updates_keys']} -c {s['clients']} -P 1`.",
+           summary["updates"])
 L.append("Raw per-round numbers: `results.json` (`raw`), `raw.jsonl`.")
 L.append("")
 
