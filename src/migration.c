@@ -2287,10 +2287,13 @@ static void *migRecipientThread(void *arg) {
         goto out;
     }
     s->patcher_started = 1;
-    /* Accept the donor, in short waits so that a cancel is seen. */
+    /* Accept the donor, in short waits so that a cancel is seen. A donor
+     * that connects gets the rest of the migration's time for the
+     * handshake (and as its I/O timeout), like the donor's side. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        conn = migAccept(s->listener, 250, err);
+        long long left = migRemainingMs(s);
+        conn = migAccept(s->listener, 250, (int)(left > INT_MAX ? INT_MAX : left), err);
         if (conn == NULL && !strstr(err, "timed out") && !strstr(err, "timeout")) {
             migFail(s, "%s", err);
             goto out;

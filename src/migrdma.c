@@ -628,15 +628,15 @@ static void migRdmaRefuse(struct rdma_cm_id *id, uint32_t status) {
     rdma_destroy_id(id);
 }
 
-migConn *migRdmaAccept(migListener *l, int timeoutMs, char *err) {
+migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
     migRdmaListener *rl = l->rdma;
-    int64_t deadline = migNowMs() + timeoutMs;
+    int64_t deadline = migNowMs() + waitMs;
     struct rdma_cm_event *ev;
     char what[64];
 
     snprintf(what, sizeof(what), "the donor to connect to port %d", l->port);
     for (;;) {
-        if (migRdmaGetEvent(rl->ec, deadline, timeoutMs, what, &ev, err))
+        if (migRdmaGetEvent(rl->ec, deadline, waitMs, what, &ev, err))
             return NULL;
         if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) break;
         rdma_ack_cm_event(ev);      /* nothing else matters to a listener */
@@ -648,7 +648,11 @@ migConn *migRdmaAccept(migListener *l, int timeoutMs, char *err) {
                                  MIG_MSG_HELLO, &h) == 0;
     rdma_ack_cm_event(ev);
 
-    migConn *c = migRdmaNewConn(0, timeoutMs, err);
+    /* A donor is in: accepting it gets the I/O timeout, whatever was left
+     * of the wait (a connection torn down half-way because the wait ran
+     * out would fail the donor's connect). */
+    deadline = migNowMs() + ioTimeoutMs;
+    migConn *c = migRdmaNewConn(0, ioTimeoutMs, err);
     if (c == NULL) {
         migRdmaRefuse(id, MIG_STATUS_BAD_SUMMARY);
         return NULL;
@@ -692,7 +696,7 @@ migConn *migRdmaAccept(migListener *l, int timeoutMs, char *err) {
         migSetError(err, "rdma: rdma_accept(%s): %s", c->peer, strerror(errno));
         goto fail;
     }
-    if (migRdmaGetEvent(r->ec, deadline, timeoutMs,
+    if (migRdmaGetEvent(r->ec, deadline, ioTimeoutMs,
                         "the connection to be established", &ev, err))
         goto fail;
     enum rdma_cm_event_type t = ev->event;
@@ -789,6 +793,10 @@ migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,
     if (migRdmaGetEvent(r->ec, deadline, timeoutMs,
                         "the recipient to accept the connection", &ev, err))
         goto fail;
+    /* librdmacm completes the connection itself (QP to RTR and RTS, then
+     * the RTU) when it reads the REP; when that fails, the event is
+     * CONNECT_ERROR with status -1 and the cause in errno. */
+    int connErrno = errno;
     t = ev->event;
     status = ev->status;
     if (t == RDMA_CM_EVENT_REJECTED) {
@@ -810,8 +818,9 @@ migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,
     }
     rdma_ack_cm_event(ev);
     if (t != RDMA_CM_EVENT_ESTABLISHED) {
-        migSetError(err, "rdma: connect to %s failed: %s (status %d)%s",
+        migSetError(err, "rdma: connect to %s failed: %s (status %d%s%s)%s",
                     c->peer, rdma_event_str(t), status,
+                    status == -1 ? ": " : "", status == -1 ? strerror(connErrno) : "",
                     t == RDMA_CM_EVENT_UNREACHABLE ? ": unreachable" : "");
         goto fail;
     }

@@ -645,8 +645,9 @@ static int migTcpListen(migListener *l, const char *bindaddr, int port,
 
 /* Accept one peer and run the token handshake, all before the deadline.
  * A peer with a wrong token is told so and dropped. */
-static migConn *migTcpAccept(migListener *l, int timeoutMs, char *err) {
-    int64_t deadline = migNowMs() + timeoutMs;
+static migConn *migTcpAccept(migListener *l, int waitMs, int ioTimeoutMs,
+                             char *err) {
+    int64_t deadline = migNowMs() + waitMs;
     struct sockaddr_storage ss;
     socklen_t sl;
     int fd;
@@ -665,7 +666,7 @@ static migConn *migTcpAccept(migListener *l, int timeoutMs, char *err) {
         int r = migPollFd(l->fd, POLLIN, deadline);
         if (r == 0) {
             migSetError(err, "tcp: timeout after %d ms waiting for the donor "
-                        "to connect to port %d", timeoutMs, l->port);
+                        "to connect to port %d", waitMs, l->port);
             return NULL;
         }
         if (r < 0) {
@@ -674,7 +675,10 @@ static migConn *migTcpAccept(migListener *l, int timeoutMs, char *err) {
         }
     }
 
-    migConn *c = migNewConn(MIG_KIND_TCP, 0, timeoutMs);
+    /* A donor is in: the handshake gets the I/O timeout, whatever was
+     * left of the wait. */
+    deadline = migNowMs() + ioTimeoutMs;
+    migConn *c = migNewConn(MIG_KIND_TCP, 0, ioTimeoutMs);
     if (c == NULL) {
         close(fd);
         migSetError(err, "tcp: out of memory");
@@ -686,7 +690,7 @@ static migConn *migTcpAccept(migListener *l, int timeoutMs, char *err) {
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 
     migWireHello w, h;
-    if (migTcpReadFull(c, &w, sizeof(w), deadline, timeoutMs,
+    if (migTcpReadFull(c, &w, sizeof(w), deadline, ioTimeoutMs,
                        "the token (HELLO)", err)) goto drop;
     if (migDecodeHello(&w, sizeof(w), MIG_MSG_HELLO, &h)) {
         migSetError(err, "tcp: %s did not start with a migration HELLO "
@@ -1205,19 +1209,20 @@ const char *migListenerNote(const migListener *l) {
     return l->note;
 }
 
-migConn *migAccept(migListener *l, int timeoutMs, char *err) {
+migConn *migAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
     migConn *c;
     if (l->accepted) {
         migSetError(err, "%s: the listener on port %d already accepted its "
                     "one donor", migKindName(l->kind), l->port);
         return NULL;
     }
-    if (timeoutMs <= 0) timeoutMs = 1;
+    if (waitMs <= 0) waitMs = 1;
+    if (ioTimeoutMs <= 0) ioTimeoutMs = 1;
 #ifdef USE_RDMA
-    if (l->kind == MIG_KIND_RDMA) c = migRdmaAccept(l, timeoutMs, err);
+    if (l->kind == MIG_KIND_RDMA) c = migRdmaAccept(l, waitMs, ioTimeoutMs, err);
     else
 #endif
-    c = migTcpAccept(l, timeoutMs, err);
+    c = migTcpAccept(l, waitMs, ioTimeoutMs, err);
     if (c) l->accepted = 1;
     return c;
 }

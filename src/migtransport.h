@@ -39,9 +39,15 @@
  * librdmacm when built with USE_RDMA) only, not on server.h, and allocates
  * with plain malloc/free: its own memory is a few KB per connection.
  *
- * Timeouts: migAccept()/migConnect() take a timeout for the connection
- * setup that also becomes the connection's I/O timeout: migWriteBlocks()
- * and migFinish() fail when the peer makes no progress for that long.
+ * Timeouts: migConnect() takes a timeout for the connection setup that
+ * also becomes the connection's I/O timeout: migWriteBlocks() and
+ * migFinish() fail when the peer makes no progress for that long.
+ * migAccept() takes two: how long to wait for a donor to connect (short,
+ * so that its caller can look for a cancel between calls; the error then
+ * says "timeout ... waiting for the donor to connect"), and, once one has
+ * connected, the I/O timeout, which also bounds the handshake: a donor
+ * that connects at the end of the wait still gets the whole I/O timeout
+ * to present its token or complete the RDMA connection.
  * migWaitTransfer() takes an overall deadline for the whole transfer.
  *
  * Errors: functions return NULL or -1 and write into 'err' (MIG_ERR_LEN
@@ -145,7 +151,7 @@ int migListenerPort(const migListener *l);
 migKind migListenerKind(const migListener *l);   /* never AUTO */
 /* Why "auto" did not pick RDMA ("" if it did, or was not asked to). */
 const char *migListenerNote(const migListener *l);
-migConn *migAccept(migListener *l, int timeoutMs, char *err);
+migConn *migAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err);
 void migCloseListener(migListener *l);
 
 int migRegisterRecvBlocks(migConn *c, void *const addrs[], const uint64_t lens[],
@@ -305,7 +311,7 @@ void migFreeConnCommon(migConn *c);
 #ifdef USE_RDMA
 int migRdmaUsableImpl(const char *bindaddr, char *err);
 int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err);
-migConn *migRdmaAccept(migListener *l, int timeoutMs, char *err);
+migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err);
 void migRdmaCloseListener(migListener *l);
 migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,
                         const char *bindaddr, int timeoutMs, int *noListener,

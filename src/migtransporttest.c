@@ -47,6 +47,13 @@
  * over TCP each block must be reported whole exactly once, and at that
  * moment (in the cases that send the pattern) hold every byte of it; over
  * RDMA no block is reported.
+ *   short-waits    the recipient accepts in waits of 1 ms, retried while
+ *                  nobody connected (as the recipient thread does in waits
+ *                  of 250 ms to see a cancel): the donor connects at the
+ *                  end of some wait, and its handshake (TCP: the token;
+ *                  RDMA: the connection's establishment) must get the I/O
+ *                  timeout, not what was left of the wait; then the happy
+ *                  transfer, verified
  *   timeout        migAccept with nobody connecting, then migWaitTransfer
  *                  with a donor that never writes: both time out, on time
  *   rdma-overrun   (RDMA) the donor forges a descriptor 4 KB longer than
@@ -285,7 +292,7 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
 
     if (isCase(cfg, "timeout")) {
         int64_t t0 = nowMs();
-        c = migAccept(l, 500, err);
+        c = migAccept(l, 500, cfg->timeoutMs, err);
         int64_t ms = nowMs() - t0;
         if (c || !strstr(err, "timeout after 500 ms") || ms < 450 ||
             ms > 3000) {
@@ -301,21 +308,33 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         goto out;
     }
     if (isCase(cfg, "wrong-token")) {
-        c = migAccept(l, cfg->timeoutMs, err);
+        c = migAccept(l, cfg->timeoutMs, cfg->timeoutMs, err);
         if (c || !strstr(err, "token mismatch")) {
             say("FAIL: a wrong token was %s", c ? "accepted" : err);
             goto out;
         }
         say("wrong token refused: \"%s\" (ok); accepting again", err);
     }
-    c = migAccept(l, cfg->timeoutMs, err);
+    if (isCase(cfg, "short-waits")) {
+        /* Like the recipient thread, which waits 250 ms at a time to see a
+         * cancel: here 1 ms, so the donor always connects near the end of
+         * a wait, and the handshake must get the I/O timeout. */
+        int64_t until = nowMs() + cfg->timeoutMs;
+        long waits = 0;
+        while ((c = migAccept(l, 1, cfg->timeoutMs, err)) == NULL &&
+               strstr(err, "waiting for the donor to connect") && nowMs() < until)
+            waits++;
+        if (c) say("accepted after %ld waits of 1 ms", waits);
+    } else {
+        c = migAccept(l, cfg->timeoutMs, cfg->timeoutMs, err);
+    }
     if (c == NULL) {
         say("FAIL: accept: %s", err);
         goto out;
     }
     say("accepted %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
     {
-        migConn *again = migAccept(l, 100, err);
+        migConn *again = migAccept(l, 100, 100, err);
         if (again || !strstr(err, "already accepted")) {
             say("FAIL: a second migAccept on the listener: %s",
                 again ? "returned a connection" : err);
@@ -341,7 +360,8 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     say("registered %u blocks, %" PRIu64 " bytes", n, total);
     uint32_t *reports = calloc(n ? n : 1, sizeof(uint32_t));
     watchState ws = {cfg, addrs, sizes, reports,
-                     isCase(cfg, "happy") || isCase(cfg, "wrong-token"), 0};
+                     isCase(cfg, "happy") || isCase(cfg, "wrong-token") ||
+                     isCase(cfg, "short-waits"), 0};
     if (migWatchBlocks(c, sizes, onBlockDone, &ws, err)) {
         say("FAIL: watch: %s", err);
         free(reports);
@@ -410,7 +430,8 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     }
     free(reports);
 
-    if (isCase(cfg, "happy") || isCase(cfg, "wrong-token")) {
+    if (isCase(cfg, "happy") || isCase(cfg, "wrong-token") ||
+        isCase(cfg, "short-waits")) {
         if (rc) {
             say("FAIL: transfer: %s", err);
             goto out;
@@ -596,6 +617,8 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
         say("FAIL: no port from the recipient");
         goto out;
     }
+    /* short-waits: let the recipient go through many of its waits first. */
+    if (isCase(cfg, "short-waits")) usleep(200 * 1000);
     if (isCase(cfg, "wrong-token")) {
         char bad[MIG_TOKEN_LEN + 1];
         migGenerateToken(bad, NULL);
@@ -780,6 +803,7 @@ static void usage(void) {
 "                         [--max-chain M] [--max-wr-bytes B] [--timeout MS]\n"
 "cases: happy wrong-token no-listener kill-donor kill-recipient lie-block\n"
 "       lie-offset lie-length lie-summary lie-overfill timeout rdma-overrun\n"
+"       short-waits\n"
 "defaults: --case happy --kind tcp --bind 127.0.0.1 --port 0 --blocks 48\n"
 "          --pieces 40 --seed 1 --timeout 10000; sizes take k/m/g\n");
 }
@@ -859,7 +883,8 @@ int main(int argc, char **argv) {
     }
     static const char *cases[] = {"happy", "wrong-token", "no-listener",
         "kill-donor", "kill-recipient", "lie-block", "lie-offset",
-        "lie-length", "lie-summary", "lie-overfill", "timeout", "rdma-overrun", NULL};
+        "lie-length", "lie-summary", "lie-overfill", "timeout", "rdma-overrun",
+        "short-waits", NULL};
     int known = 0;
     for (int i = 0; cases[i]; i++) known |= !strcmp(cases[i], cfg.caseName);
     if (!known) {

@@ -117,11 +117,15 @@ next_port
 run "timeouts: accept with nobody connecting, silent donor" \
     'silent donor: "tcp: timeout after 1500 ms waiting for the donor' \
     $bin --case timeout --port "$port"
+next_port
+run "accept in waits of 1 ms: the token gets the I/O timeout, transfer verified" \
+    'accepted after [0-9]+ waits of 1 ms' \
+    $bin --case short-waits --port "$port"
 
 # Under valgrind (smaller data: valgrind is ~20x slower).
 if command -v valgrind > /dev/null; then
     vg=(valgrind -q --error-exitcode=1 --leak-check=full)
-    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary lie-overfill rdma-overrun timeout; do
+    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary lie-overfill rdma-overrun timeout short-waits; do
         next_port
         run "valgrind clean: $c" ': PASS$' \
             "${vg[@]}" $bin --case "$c" --blocks 16 --timeout 30000 --port "$port"

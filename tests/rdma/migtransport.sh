@@ -21,6 +21,11 @@
 #                  recipient's NIC refuses the WRITE (its MR ends with the
 #                  block), both ends report it, the guard is intact
 #   timeout        accept and transfer waits time out on time
+#   short-waits    the recipient accepts in waits of 1 ms (the recipient
+#                  thread's are 250 ms, to see a cancel): the connection's
+#                  establishment gets the I/O timeout, not the rest of a
+#                  wait (before, it was torn down and the donor got
+#                  RDMA_CM_EVENT_CONNECT_ERROR); then a verified transfer
 #
 # Prints "[ok]: ..." / "[err]: ..." per case and a last line
 # "migtransport: N passed, N failed". Every process runs under timeout(1).
@@ -79,6 +84,8 @@ run overrun 'donor writing past its block: "rdma: .*guards intact' \
 grep -Eq 'writing past the recipient.s block: "rdma: .*(access|flushed|disconnected)' "$log" || { echo "[err]: migtransport rdma: overrun: the donor did not report the refused WRITE"; failed=$((failed + 1)); }
 run timeout 'silent donor: "rdma: timeout after 1500 ms' \
     --case timeout --kind rdma --bind $R --donor-bind $D --port 45407 --blocks 8 --timeout 60000
+run short-waits 'accepted after [0-9]+ waits of 1 ms' \
+    --case short-waits --kind rdma --bind $R --donor-bind $D --port 45410 --blocks 8 --timeout 60000
 
 rm -f "$log"
 echo "migtransport: $passed passed, $failed failed"
