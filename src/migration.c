@@ -352,6 +352,12 @@ static long long migRemainingMs(migSession *s) {
     return left > 0 ? left : 0;
 }
 
+/* The same, as the int timeout the transport calls take. */
+static int migRemainingMsInt(migSession *s) {
+    long long left = migRemainingMs(s);
+    return left > INT_MAX ? INT_MAX : (int)left;
+}
+
 static int migAborting(migSession *s) {
     int cancel;
     atomicGet(s->cancel, cancel);
@@ -1955,7 +1961,7 @@ static void *migDonorThread(void *arg) {
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(kind));
     conn = migConnect(kind, fh->str, (int)fp->integer, fk->str,
                       kind == MIG_KIND_RDMA && server.rdma_bind[0] ? server.rdma_bind : NULL,
-                      (int)(migRemainingMs(s) > INT_MAX ? INT_MAX : migRemainingMs(s)), err);
+                      migRemainingMsInt(s), err);
     freeReplyObject(r);
     if (conn == NULL) {
         migFail(s, "%s", err);
@@ -2292,8 +2298,7 @@ static void *migRecipientThread(void *arg) {
      * handshake (and as its I/O timeout), like the donor's side. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        long long left = migRemainingMs(s);
-        conn = migAccept(s->listener, 250, (int)(left > INT_MAX ? INT_MAX : left), err);
+        conn = migAccept(s->listener, 250, migRemainingMsInt(s), err);
         if (conn == NULL && !strstr(err, "timed out") && !strstr(err, "timeout")) {
             migFail(s, "%s", err);
             goto out;
@@ -2326,8 +2331,7 @@ static void *migRecipientThread(void *arg) {
         migFail(s, "%s", err);
         goto out;
     }
-    long long left = migRemainingMs(s);
-    if (s->reg_n && migWaitTransfer(conn, (int)(left > INT_MAX ? INT_MAX : left), err) == -1) {
+    if (s->reg_n && migWaitTransfer(conn, migRemainingMsInt(s), err) == -1) {
         if (migAborting(s)) migFailAborted(s);
         else migFail(s, "%s", err);
         goto out;

@@ -240,6 +240,12 @@ static int isCase(const config *cfg, const char *name) {
     return !strcmp(cfg->caseName, name);
 }
 
+/* The cases whose transfer is the pattern, whole, checked byte for byte. */
+static int isVerified(const config *cfg) {
+    return isCase(cfg, "happy") || isCase(cfg, "wrong-token") ||
+           isCase(cfg, "short-waits");
+}
+
 static int isLie(const config *cfg) {
     return !strncmp(cfg->caseName, "lie-", 4);
 }
@@ -359,9 +365,7 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     }
     say("registered %u blocks, %" PRIu64 " bytes", n, total);
     uint32_t *reports = calloc(n ? n : 1, sizeof(uint32_t));
-    watchState ws = {cfg, addrs, sizes, reports,
-                     isCase(cfg, "happy") || isCase(cfg, "wrong-token") ||
-                     isCase(cfg, "short-waits"), 0};
+    watchState ws = {cfg, addrs, sizes, reports, isVerified(cfg), 0};
     if (migWatchBlocks(c, sizes, onBlockDone, &ws, err)) {
         say("FAIL: watch: %s", err);
         free(reports);
@@ -430,8 +434,7 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     }
     free(reports);
 
-    if (isCase(cfg, "happy") || isCase(cfg, "wrong-token") ||
-        isCase(cfg, "short-waits")) {
+    if (isVerified(cfg)) {
         if (rc) {
             say("FAIL: transfer: %s", err);
             goto out;
