@@ -26,7 +26,9 @@
  *
  * All sockets are non-blocking; every wait is a poll() bounded by a
  * deadline, so no call can hang on a silent peer. Writes use sendmsg()
- * with MSG_NOSIGNAL: a dead peer is an EPIPE error, not a SIGPIPE.
+ * with MSG_NOSIGNAL: a dead peer is an EPIPE error, not a SIGPIPE. No
+ * read or write system call moves more than MIG_TCP_IO_MAX bytes (why:
+ * at that definition).
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -73,6 +75,17 @@ _Static_assert(offsetof(migWireHello, token) == 16, "migWireHello layout");
 #define MIG_TCP_STAGE (256 * 1024)
 #define MIG_TCP_DIRECT_MIN (64 * 1024)
 _Static_assert(MIG_TCP_STAGE >= 2 * MIG_TCP_DIRECT_MIN, "a stage holds small payloads whole");
+/* The most bytes one read or write system call of a migration thread
+ * moves. Kernels built without preemption (PREEMPT_NONE, and in effect
+ * voluntary) only switch threads when the running one leaves the kernel
+ * or sleeps, whatever its priority: a recv() of 4 MB into fresh blocks
+ * (a page fault every 4 KB inside the copy) or a sendmsg() of 4 MB over
+ * loopback (the receiving side's processing runs in the sender's
+ * context) keeps the CPU for milliseconds, and a main thread woken by a
+ * client on that CPU waits for it even with the migration thread in the
+ * idle class. 128 KB is some tens of microseconds of copying; the extra
+ * system calls cost a few ms per GB. */
+#define MIG_TCP_IO_MAX (128 * 1024)
 /* Largest payload of one DATA record; bigger segments are split. */
 #define MIG_TCP_MAX_RECORD (1ULL << 30)
 /* Most blocks one connection may register (bounds the DONE message). */
@@ -477,17 +490,29 @@ static void migFormatSockaddr(const struct sockaddr *sa, char *buf,
     }
 }
 
-/* One read() or readv() that returns data: waits (poll, up to the deadline)
- * while there is none. Returns the byte count, 0 if the peer closed the
+/* One read() or readv() (of one or two iovecs, at most MIG_TCP_IO_MAX bytes
+ * in all) that returns data: waits (poll, up to the deadline) while there
+ * is none. Returns the byte count, 0 if the peer closed the
  * connection, or -1 with err set (what: what we wait for, and received:
  * the payload bytes received so far, UINT64_MAX for none to tell, for
  * messages). */
 static ssize_t migTcpRecvSome(migConn *c, struct iovec *iov, int iovcnt,
                               int64_t deadline, int timeoutMs, const char *what,
                               uint64_t received, char *err) {
+    /* At most MIG_TCP_IO_MAX bytes per call: the first iovec first. */
+    struct iovec v[2];
+    v[0] = iov[0];
+    if (v[0].iov_len >= MIG_TCP_IO_MAX) {
+        v[0].iov_len = MIG_TCP_IO_MAX;
+        iovcnt = 1;
+    } else if (iovcnt == 2) {
+        v[1] = iov[1];
+        if (v[1].iov_len > MIG_TCP_IO_MAX - v[0].iov_len)
+            v[1].iov_len = MIG_TCP_IO_MAX - v[0].iov_len;
+    }
     for (;;) {
-        ssize_t r = iovcnt == 1 ? read(c->fd, iov[0].iov_base, iov[0].iov_len)
-                                : readv(c->fd, iov, iovcnt);
+        ssize_t r = iovcnt == 1 ? read(c->fd, v[0].iov_base, v[0].iov_len)
+                                : readv(c->fd, v, iovcnt);
         if (r >= 0) {
             c->stats.tcp_bytes_received += (uint64_t)r;
             return r;
@@ -541,10 +566,18 @@ static int migTcpReadFull(migConn *c, void *buf, size_t len, int64_t deadline,
 static int migTcpWritev(migConn *c, struct iovec *iov, int iovcnt,
                         const char *what, char *err) {
     while (iovcnt > 0) {
+        /* At most MIG_TCP_IO_MAX bytes per call: the iovecs that fit,
+         * or the start of the first one. */
+        struct iovec first = iov[0];
+        size_t bytes = iov[0].iov_len;
+        int cnt = 1;
+        while (cnt < iovcnt && bytes + iov[cnt].iov_len <= MIG_TCP_IO_MAX)
+            bytes += iov[cnt++].iov_len;
+        if (first.iov_len > MIG_TCP_IO_MAX) first.iov_len = MIG_TCP_IO_MAX;
         struct msghdr mh;
         memset(&mh, 0, sizeof(mh));
-        mh.msg_iov = iov;
-        mh.msg_iovlen = (size_t)iovcnt;
+        mh.msg_iov = cnt == 1 ? &first : iov;
+        mh.msg_iovlen = (size_t)cnt;
         ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR) continue;
