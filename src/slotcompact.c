@@ -116,6 +116,12 @@ static struct {
     struct { int slot; void *block; } draining[SLOTCOMPACT_MAX_DRAINING];
     long long sparse_drained;       /* Blocks emptied and released. */
     long long sparse_kept;          /* Drained, but something stayed. */
+    /* Placed writes (slotCompactPlaceSds): the value object the current
+     * command wrote, and whether every allocation it added went to the
+     * slot's blocks. Consumed by the command's signalModifiedKey(). */
+    robj *place_obj;
+    int place_ok;
+    long long placed_values;        /* Values allocated in place. */
     /* Stats. */
     long long relocated_keys;       /* Keys with at least one allocation moved. */
     long long relocated_big_keys;   /* Big values finished in steps. */
@@ -333,6 +339,7 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_relocated_big_keys:%lld\r\n"
         "slotalloc_relocated_bytes:%lld\r\n"
         "slotalloc_compaction_usec:%lld\r\n"
+        "slotalloc_placed_values:%lld\r\n"
         "slotalloc_pending_slots:%d\r\n"
         "slotalloc_pending_keys:%lu\r\n"
         "slotalloc_pending_big_keys:%lu\r\n"
@@ -343,7 +350,7 @@ sds slotCompactGenInfo(sds info) {
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
-        sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
+        sc.placed_values, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
         sc.ndraining, sc.sparse_drained, st.retired_bytes);
 }
@@ -606,23 +613,30 @@ static void slotCompactMarkDirty(int slot, int urgent) {
  * listpacks, intsets) are there -- a write that reallocated them kept them
  * in the slot (zrealloc stays in its slot). Lists, hash tables, skiplists
  * and streams may have grown new nodes in the heap: visit them. */
-static int slotCompactKeyInPlace(robj *key, int slot) {
+static int slotCompactKeyInPlace(robj *key, int slot, robj *placed) {
     dictEntry *de = dictFind(server.db[0].dict, key->ptr);
     robj *o;
 
     if (de == NULL) return 1;
-    if (slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot) return 0;
     o = dictGetVal(de);
+    /* Every allocation this write added went to the object's slot
+     * (slotCompactPlaceSds), which is this key's, and the key's name did
+     * not change: the key is where it was before the write. If it was not
+     * in place then, it is queued still (or its slot is dirty). */
+    if (o == placed) return 1;
+    if (slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot) return 0;
     if (o->refcount == OBJ_SHARED_REFCOUNT) return 1;
     return slotCompactValueInSlot(o, slot);
 }
 
 void slotCompactKeyModified(robj *key) {
+    robj *placed = sc.place_ok ? sc.place_obj : NULL;
     int slot;
 
+    sc.place_obj = NULL;
     if (!slotCompactEnabled() || !sdsEncodedObject(key)) return;
     slot = (int)keyHashSlot(key->ptr, (int)sdslen(key->ptr));
-    if (slotCompactIsDirty(slot) || slotCompactKeyInPlace(key, slot)) return;
+    if (slotCompactIsDirty(slot) || slotCompactKeyInPlace(key, slot, placed)) return;
     if (dictSize(sc.dirty_keys) >= SLOTCOMPACT_MAX_DIRTY_KEYS) {
         slotCompactMarkDirty(slot, 0);
         return;
@@ -631,6 +645,64 @@ void slotCompactKeyModified(robj *key) {
         dictAdd(sc.dirty_keys, sdsdup(key->ptr), NULL);
         slotCompactSchedule();
     }
+}
+
+/* Remember what a write did to value object o: placed is 1 when every
+ * allocation it added lies in o's slot blocks. Several writes to one object
+ * in one command combine (all must be placed); a mark left by a command
+ * that signalled nothing is overwritten or, for the same object, only
+ * makes the next one stricter. */
+static void slotCompactNoteWrite(robj *o, int placed) {
+    if (sc.place_obj != o) {
+        sc.place_obj = o;
+        sc.place_ok = placed;
+    } else {
+        sc.place_ok &= placed;
+    }
+}
+
+/* A write replaced a value inside o with the new allocation s (an sds the
+ * caller owns, in the general heap): when o and its top-level structure
+ * (o->ptr) live in one slot's blocks, copy s into that slot's blocks right
+ * away and return the copy (s is freed), so the key stays in place and the
+ * background cycle has nothing to visit. Otherwise, or when the slot is
+ * pinned by a migration or its arena has no room, s is returned unchanged
+ * and the key is visited later, as before. Main thread only. Callers so
+ * far: hashTypeSet() updating a field of a hash table (t_hash.c patch),
+ * the write of a YCSB-like update load: without this, every such write
+ * queued its key and the cycle walked all of the hash's fields to move the
+ * one new value. */
+sds slotCompactPlaceSds(robj *o, sds s) {
+    void *old, *copy;
+    size_t size, usable;
+    int slot;
+
+    if (!slotCompactEnabled() || o->refcount == OBJ_SHARED_REFCOUNT) {
+        slotCompactNoteWrite(o, 0);
+        return s;
+    }
+    slot = slotAllocSlotOf(o);
+    if (slot < 0 || slotAllocSlotOf(o->ptr) != slot || slotCompactIsPinned(slot)) {
+        slotCompactNoteWrite(o, 0);
+        return s;
+    }
+    old = sdsAllocPtr(s);
+    size = zmalloc_size(old);
+    if ((copy = ztrymalloc_foreign(slot, size, &usable)) == NULL) {
+        slotCompactNoteWrite(o, 0);
+        return s;
+    }
+    memcpy(copy, old, size);
+    zfree(old);
+    sc.placed_values++;
+    slotCompactNoteWrite(o, 1);
+    return (sds)((char *)copy + ((char *)s - (char *)old));
+}
+
+/* A write added to o allocations that stay in the general heap (new hash
+ * table entries): the key must be visited. */
+void slotCompactNoteUnplaced(robj *o) {
+    slotCompactNoteWrite(o, 0);
 }
 
 /* Visit queued written keys until the deadline. Returns 1 if time ran
@@ -880,6 +952,8 @@ static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data
  * general heap and there is nothing to do in the background. */
 static void slotCompactMarkAllDirty(void) {}
 void slotCompactKeyModified(robj *key) { UNUSED(key); }
+sds slotCompactPlaceSds(robj *o, sds s) { UNUSED(o); return s; }
+void slotCompactNoteUnplaced(robj *o) { UNUSED(o); }
 void slotCompactLoadingEnded(void) {}
 void slotCompactRequest(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }

@@ -30,6 +30,10 @@ int slotCompactEnabled(void);
 /* Background compaction: hooks of signalModifiedKey() and stopLoading(). */
 void slotCompactKeyModified(struct redisObject *key);
 void slotCompactLoadingEnded(void);
+/* Writes that can keep a key in its blocks (hashTypeSet of a hash table):
+ * place the new value there, or say the write added heap memory. */
+sds slotCompactPlaceSds(struct redisObject *o, sds s);
+void slotCompactNoteUnplaced(struct redisObject *o);
 
 /* For a migration's prepare phase: relocate this slot first; run bounded
  * steps (each returns 1 while any work remains) until the slot is no

@@ -261,6 +261,50 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend slots {*}[st_slots 0 {rh:hash rh:set}]
     }
 
+    test {Slot affinity types: updated fields of a relocated hash table are allocated in its blocks} {
+        # YCSB's update: one existing field of a hash table gets a new
+        # value. The value is allocated in the key's slot blocks at once
+        # (slotCompactPlaceSds), so the key is not queued for the cycle;
+        # a new field (heap dictEntry) still is.
+        set pkeys {}
+        for {set i 0} {$i < 20} {incr i} {
+            set k "pl:$i"
+            lappend pkeys $k
+            set fv {}
+            for {set f 0} {$f < 10} {incr f} { lappend fv field$f [string repeat v 100] }
+            st_both hset $k {*}$fv n 10 fl 1.5
+        }
+        st_wait_compacted 0
+        set pslots [st_slots 0 $pkeys]
+        st_assert_in_blocks 0 $pslots
+        assert_equal hashtable [r 0 object encoding pl:0]
+
+        r 0 config set slot-affinity-cpu 0
+        set placed [st_info 0 slotalloc_placed_values]
+        foreach k $pkeys {
+            st_both hset $k field3 [string repeat u 100] field7 [string repeat w 100]
+            st_both hincrby $k n 5
+            st_both hincrbyfloat $k fl 0.25
+            st_both hsetnx $k field1 ignored
+        }
+        assert_equal 0 [st_info 0 slotalloc_pending_keys]
+        assert_equal [expr {$placed + 20 * 4}] [st_info 0 slotalloc_placed_values]
+        st_assert_in_blocks 0 $pslots
+        foreach k $pkeys {
+            assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
+            assert_equal [list 15 1.75] [r 0 hmget $k n fl]
+        }
+
+        # A new field lives in the heap until the cycle moves it.
+        foreach k $pkeys { st_both hset $k newfield [string repeat x 100] }
+        assert_equal 20 [st_info 0 slotalloc_pending_keys]
+        r 0 config set slot-affinity-cpu 100
+        st_wait_compacted 0
+        st_assert_in_blocks 0 $pslots
+        st_digests_equal {}
+        lappend slots {*}$pslots
+    }
+
     test {Slot affinity types: random workload over every type, relocated in the background} {
         set relocated [st_info 0 slotalloc_relocated_keys]
         for {set n 0} {$n < 6000} {incr n} {
