@@ -31,8 +31,9 @@ int slotCompactEnabled(void);
 void slotCompactKeyModified(struct redisObject *key);
 void slotCompactLoadingEnded(void);
 /* Writes that can keep a key in its blocks (hashTypeSet of a hash table):
- * place the new value there, or say the write added heap memory. */
-sds slotCompactPlaceSds(struct redisObject *o, sds s);
+ * the new value replaces the old in place or in the key's slot blocks; or
+ * say the write added heap memory. */
+sds slotCompactReplaceSds(struct redisObject *o, sds old, sds value, int take);
 void slotCompactNoteUnplaced(struct redisObject *o);
 
 /* For a migration's prepare phase: relocate this slot first; run bounded

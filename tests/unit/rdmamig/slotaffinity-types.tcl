@@ -261,11 +261,12 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend slots {*}[st_slots 0 {rh:hash rh:set}]
     }
 
-    test {Slot affinity types: updated fields of a relocated hash table are allocated in its blocks} {
+    test {Slot affinity types: updated fields of a relocated hash table stay in its blocks} {
         # YCSB's update: one existing field of a hash table gets a new
-        # value. The value is allocated in the key's slot blocks at once
-        # (slotCompactPlaceSds), so the key is not queued for the cycle;
-        # a new field (heap dictEntry) still is.
+        # value. slotCompactReplaceSds writes it over the old one when it
+        # fits (same length), or allocates it in the key's slot blocks
+        # (longer, or much shorter), so the key is not queued for the
+        # cycle; a new field (a heap dictEntry) still is.
         set pkeys {}
         for {set i 0} {$i < 20} {incr i} {
             set k "pl:$i"
@@ -281,14 +282,20 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
 
         r 0 config set slot-affinity-cpu 0
         set placed [st_info 0 slotalloc_placed_values]
+        # Same length: over the old value, no memory allocated.
+        set used [st_info 0 slotalloc_used_bytes]
+        set allocs [st_info 0 slotalloc_live_allocs]
+        foreach k $pkeys { st_both hset $k field5 [string repeat z 100] }
+        assert_equal [list $used $allocs] [list [st_info 0 slotalloc_used_bytes] [st_info 0 slotalloc_live_allocs]]
         foreach k $pkeys {
-            st_both hset $k field3 [string repeat u 100] field7 [string repeat w 100]
+            st_both hset $k field3 [string repeat u 100] field7 [string repeat w 300]
+            st_both hset $k field8 short
             st_both hincrby $k n 5
             st_both hincrbyfloat $k fl 0.25
             st_both hsetnx $k field1 ignored
         }
         assert_equal 0 [st_info 0 slotalloc_pending_keys]
-        assert_equal [expr {$placed + 20 * 4}] [st_info 0 slotalloc_placed_values]
+        assert_equal [expr {$placed + 20 * 6}] [st_info 0 slotalloc_placed_values]
         st_assert_in_blocks 0 $pslots
         foreach k $pkeys {
             assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
