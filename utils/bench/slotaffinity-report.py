@@ -279,8 +279,9 @@ if summary["compaction"]:
 rate_table("5. Updates of relocated hashes, background relocation on",
            f"{s['updates_keys']:,} hashes `key:<12 digits>` of 10 fields x 100 B (hashtable "
            "encoded, like YCSB's records) preloaded; with yes, `DEBUG SLOTCOMPACT ALL` then "
-           "moved them into slot blocks. Then, with `slot-affinity-cpu 10` (the background "
-           "cycle moves each written key back into its blocks), `HSET key:__rand_int__ field3 "
+           "moved them into slot blocks. Then, with `slot-affinity-cpu 10` (with yes, each new "
+           "value is written over the old one in its slot blocks, or allocated there: "
+           "nothing left for the background cycle), `HSET key:__rand_int__ field3 "
            f"<100 B>` and `HGETALL key:__rand_int__`, each `-n {s['updates_requests_per_test']} "
            f"-r {s['updates_keys']} -c {s['clients']} -P 1`.",
            summary["updates"])
