@@ -85,6 +85,11 @@ proc mg_info {n field} {
     getInfoProperty [R $n info migration] $field
 }
 
+# An INFO slotalloc field of node n.
+proc mg_slotalloc {n field} {
+    getInfoProperty [R $n info slotalloc] $field
+}
+
 # RDMAMIGRATESLOTS STATUS of node n as a dict.
 proc mg_status {n} {
     R $n rdmamigrateslots status

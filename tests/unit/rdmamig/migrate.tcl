@@ -483,4 +483,46 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_converged
         mg_cluster_check 1
     }
+
+    test {RDMAMIGRATESLOTS: hash-table fields updated in their blocks move, and update in place on the recipient} {
+        # A YCSB-like update load writes new values of existing fields in
+        # the key's slot blocks (slotCompactReplaceSds): the moved keys
+        # must carry them, and the recipient's adopted hash tables must
+        # take such updates in its own blocks.
+        set S {1200-1299}
+        set hkeys [mg_names h:upd 30 [mg_slotset $S]]
+        foreach k $hkeys {
+            set fv {}
+            for {set f 0} {$f < 10} {incr f} { lappend fv field$f [string repeat v 100] }
+            R 0 hset $k {*}$fv
+            assert_equal hashtable [R 0 object encoding $k]
+        }
+        foreach slot [lsort -unique [lmap k $hkeys {mg_keyslot $k}]] {
+            R 0 debug slotcompact $slot
+        }
+        set placed [mg_slotalloc 0 slotalloc_placed_values]
+        foreach k $hkeys {
+            R 0 hset $k field3 [string repeat a 100] field4 [string repeat b 250]
+        }
+        assert_equal [expr {$placed + 60}] [mg_slotalloc 0 slotalloc_placed_values]
+        set snap [mg_snapshot 0 $hkeys]
+        set reply [mg_migrate 0 1 $S]
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 $hkeys
+
+        set placed [mg_slotalloc 1 slotalloc_placed_values]
+        foreach k $hkeys { R 1 hset $k field3 [string repeat c 100] }
+        assert_equal [expr {$placed + 30}] [mg_slotalloc 1 slotalloc_placed_values]
+        foreach k $hkeys {
+            assert_equal [list [string repeat c 100] [string repeat b 250] [string repeat v 100]] \
+                [R 1 hmget $k field3 field4 field9]
+        }
+        # And back.
+        set snap [mg_snapshot 1 $hkeys]
+        mg_migrate 1 0 $S
+        mg_assert_keys 0 $snap
+        mg_assert_absent 1 $hkeys
+        mg_wait_converged
+        mg_cluster_check 0
+    }
 }
