@@ -15,8 +15,15 @@
  * of Redis (DEL, lazyfree on a BIO thread, APPEND growing an sds, MEMORY
  * USAGE, FLUSHALL ASYNC, fork children dismissing pages...) works unchanged
  * on memory that lives in slot blocks. A realloc stays in the pointer's
- * slot. Nothing allocates in blocks by itself: new keys are born in
- * jemalloc.
+ * slot. New keys are born in jemalloc.
+ *
+ * Placed writes. A few writes to a key already in its blocks keep it there
+ * (slotCompactReplaceSds, slotCompactPlaceBegin/End, called from our
+ * t_hash/t_set/t_zset patch): a hash-table field's new value is written
+ * over the old one or allocated in the slot, and a new entry of a hash
+ * table, set or sorted set is allocated in the slot through the thread's
+ * zmalloc placement arena. Such a write does not queue its key (below), so
+ * an update load (YCSB's) costs the cycle nothing.
  *
  * Relocation ("slot compaction"). Keys get into their slot's blocks by
  * being moved on the main thread. We do not write a second traversal of
@@ -121,7 +128,8 @@ static struct {
      * slot's blocks. Consumed by the command's signalModifiedKey(). */
     robj *place_obj;
     int place_ok;
-    long long placed_values;        /* Values allocated in place. */
+    unsigned long place_misses;     /* zmalloc_place_misses at the scope's start. */
+    long long placed_writes;        /* Writes that stayed in their blocks. */
     /* Stats. */
     long long relocated_keys;       /* Keys with at least one allocation moved. */
     long long relocated_big_keys;   /* Big values finished in steps. */
@@ -339,7 +347,7 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_relocated_big_keys:%lld\r\n"
         "slotalloc_relocated_bytes:%lld\r\n"
         "slotalloc_compaction_usec:%lld\r\n"
-        "slotalloc_placed_values:%lld\r\n"
+        "slotalloc_placed_writes:%lld\r\n"
         "slotalloc_pending_slots:%d\r\n"
         "slotalloc_pending_keys:%lu\r\n"
         "slotalloc_pending_big_keys:%lu\r\n"
@@ -350,7 +358,7 @@ sds slotCompactGenInfo(sds info) {
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
-        sc.placed_values, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
+        sc.placed_writes, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
         sc.ndraining, sc.sparse_drained, st.retired_bytes);
 }
@@ -711,7 +719,7 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
         if (len <= avail && avail <= 2 * len + 16) {
             old = sdscpylen(old, value, len);
             if (take) sdsfree(value);
-            sc.placed_values++;
+            sc.placed_writes++;
             slotCompactNoteWrite(o, 1);
             return old;
         }
@@ -721,7 +729,7 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
     if (slot >= 0) {
         sds copy = slotCompactCopySds(slot, s);
         if (copy) {
-            sc.placed_values++;
+            sc.placed_writes++;
             slotCompactNoteWrite(o, 1);
             return copy;
         }
@@ -730,10 +738,49 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
     return s;
 }
 
-/* A write added to o allocations that stay in the general heap (new hash
- * table entries): the key must be visited. */
-void slotCompactNoteUnplaced(robj *o) {
-    slotCompactNoteWrite(o, 0);
+/* Placement scope, around code whose every allocation belongs to value
+ * object o (a new entry of a hash table, set or sorted set: dictEntry,
+ * strings, skiplist node, a grown table): when o lives in a slot's blocks
+ * (slotCompactPlaceSlot), zmalloc allocates from that slot's arena until
+ * slotCompactPlaceEnd() (the thread's placement arena, our zmalloc patch),
+ * and the write leaves the key in place unless an allocation did not fit
+ * there. Returns 1 if placing: pass it to slotCompactPlaceEnd(). Never
+ * nested; main thread only. Nothing else may be allocated in between:
+ * whatever is, would live in the slot's blocks and leave with the slot. */
+int slotCompactPlaceBegin(robj *o) {
+    int slot = slotCompactPlaceSlot(o);
+
+    if (slot < 0) {
+        slotCompactNoteWrite(o, 0);
+        return 0;
+    }
+    serverAssert(zmalloc_place_arena == -1);
+    sc.place_misses = zmalloc_place_misses;
+    zmalloc_place_arena = slot;
+    return 1;
+}
+
+/* The hash table a placed write may have grown, mid-rehash or not. */
+static dict *slotCompactPlaceDict(robj *o) {
+    if (o->encoding == OBJ_ENCODING_HT) return o->ptr;
+    if (o->type == OBJ_ZSET && o->encoding == OBJ_ENCODING_SKIPLIST)
+        return ((zset *)o->ptr)->dict;
+    return NULL;
+}
+
+void slotCompactPlaceEnd(robj *o, int placing) {
+    dict *d;
+    int missed;
+
+    if (!placing) return;
+    zmalloc_place_arena = -1;
+    missed = zmalloc_place_misses != sc.place_misses;
+    if (!missed) sc.placed_writes++;
+    /* A table the write left mid-rehash is finished by the relocation
+     * (slotCompactFinishRehash), so that a migration's prepare does not
+     * have to: queue the key for it. */
+    d = slotCompactPlaceDict(o);
+    slotCompactNoteWrite(o, !missed && !(d && dictIsRehashing(d)));
 }
 
 /* Visit queued written keys until the deadline. Returns 1 if time ran
@@ -988,7 +1035,8 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
     sdsfree(old);
     return take ? value : sdsdup(value);
 }
-void slotCompactNoteUnplaced(robj *o) { UNUSED(o); }
+int slotCompactPlaceBegin(robj *o) { UNUSED(o); return 0; }
+void slotCompactPlaceEnd(robj *o, int placing) { UNUSED(o); UNUSED(placing); }
 void slotCompactLoadingEnded(void) {}
 void slotCompactRequest(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }

@@ -30,11 +30,12 @@ int slotCompactEnabled(void);
 /* Background compaction: hooks of signalModifiedKey() and stopLoading(). */
 void slotCompactKeyModified(struct redisObject *key);
 void slotCompactLoadingEnded(void);
-/* Writes that can keep a key in its blocks (hashTypeSet of a hash table):
- * the new value replaces the old in place or in the key's slot blocks; or
- * say the write added heap memory. */
+/* Writes that keep a key in its blocks: a hash-table field's new value
+ * replaces the old one in place or in the key's slot blocks; between
+ * PlaceBegin and PlaceEnd, every allocation goes to o's slot blocks. */
 sds slotCompactReplaceSds(struct redisObject *o, sds old, sds value, int take);
-void slotCompactNoteUnplaced(struct redisObject *o);
+int slotCompactPlaceBegin(struct redisObject *o);
+void slotCompactPlaceEnd(struct redisObject *o, int placing);
 
 /* For a migration's prepare phase: relocate this slot first; run bounded
  * steps (each returns 1 while any work remains) until the slot is no

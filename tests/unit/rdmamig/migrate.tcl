@@ -500,19 +500,19 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         foreach slot [lsort -unique [lmap k $hkeys {mg_keyslot $k}]] {
             R 0 debug slotcompact $slot
         }
-        set placed [mg_slotalloc 0 slotalloc_placed_values]
+        set placed [mg_slotalloc 0 slotalloc_placed_writes]
         foreach k $hkeys {
             R 0 hset $k field3 [string repeat a 100] field4 [string repeat b 250]
         }
-        assert_equal [expr {$placed + 60}] [mg_slotalloc 0 slotalloc_placed_values]
+        assert_equal [expr {$placed + 60}] [mg_slotalloc 0 slotalloc_placed_writes]
         set snap [mg_snapshot 0 $hkeys]
         set reply [mg_migrate 0 1 $S]
         mg_assert_keys 1 $snap
         mg_assert_absent 0 $hkeys
 
-        set placed [mg_slotalloc 1 slotalloc_placed_values]
+        set placed [mg_slotalloc 1 slotalloc_placed_writes]
         foreach k $hkeys { R 1 hset $k field3 [string repeat c 100] }
-        assert_equal [expr {$placed + 30}] [mg_slotalloc 1 slotalloc_placed_values]
+        assert_equal [expr {$placed + 30}] [mg_slotalloc 1 slotalloc_placed_writes]
         foreach k $hkeys {
             assert_equal [list [string repeat c 100] [string repeat b 250] [string repeat v 100]] \
                 [R 1 hmget $k field3 field4 field9]

@@ -261,52 +261,101 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend slots {*}[st_slots 0 {rh:hash rh:set}]
     }
 
-    test {Slot affinity types: updated fields of a relocated hash table stay in its blocks} {
-        # YCSB's update: one existing field of a hash table gets a new
-        # value. slotCompactReplaceSds writes it over the old one when it
-        # fits (same length), or allocates it in the key's slot blocks
-        # (longer, or much shorter), so the key is not queued for the
-        # cycle; a new field (a heap dictEntry) still is.
+    test {Slot affinity types: writes to relocated hash tables, sets and sorted sets stay in their blocks} {
+        # YCSB's update (one existing field of a hash table gets a new
+        # value) is written over the old value when it fits (same length)
+        # or allocated in the key's slot blocks (slotCompactReplaceSds);
+        # a new field, set member or sorted-set node is allocated there
+        # too (slotCompactPlaceBegin/End). None of these queues the key for
+        # the cycle; a write that converts an encoding still does.
         set pkeys {}
+        set fields {}
+        for {set f 0} {$f < 10} {incr f} { lappend fields field$f [string repeat v 100] }
+        set nodes {}
+        for {set j 1} {$j <= 200} {incr j} { lappend nodes $j m$j }
         for {set i 0} {$i < 20} {incr i} {
-            set k "pl:$i"
-            lappend pkeys $k
-            set fv {}
-            for {set f 0} {$f < 10} {incr f} { lappend fv field$f [string repeat v 100] }
-            st_both hset $k {*}$fv n 10 fl 1.5
+            lappend pkeys "pl:$i"
+            st_both hset "pl:$i" {*}$fields n 10 fl 1.5
+            lappend pkeys "ps:$i"
+            st_both sadd "ps:$i" {*}[lmap j {1 2 3 4 5 6 7 8} {string cat member $j}]
+            lappend pkeys "pz:$i"
+            st_both zadd "pz:$i" {*}$nodes
         }
         st_wait_compacted 0
         set pslots [st_slots 0 $pkeys]
         st_assert_in_blocks 0 $pslots
-        assert_equal hashtable [r 0 object encoding pl:0]
+        assert_equal {hashtable hashtable skiplist} [lmap k {pl:0 ps:0 pz:0} {r 0 object encoding $k}]
 
         r 0 config set slot-affinity-cpu 0
-        set placed [st_info 0 slotalloc_placed_values]
-        # Same length: over the old value, no memory allocated.
-        set used [st_info 0 slotalloc_used_bytes]
-        set allocs [st_info 0 slotalloc_live_allocs]
-        foreach k $pkeys { st_both hset $k field5 [string repeat z 100] }
-        assert_equal [list $used $allocs] [list [st_info 0 slotalloc_used_bytes] [st_info 0 slotalloc_live_allocs]]
-        foreach k $pkeys {
-            st_both hset $k field3 [string repeat u 100] field7 [string repeat w 300]
-            st_both hset $k field8 short
-            st_both hincrby $k n 5
-            st_both hincrbyfloat $k fl 0.25
-            st_both hsetnx $k field1 ignored
-        }
-        assert_equal 0 [st_info 0 slotalloc_pending_keys]
-        assert_equal [expr {$placed + 20 * 6}] [st_info 0 slotalloc_placed_values]
-        st_assert_in_blocks 0 $pslots
-        foreach k $pkeys {
-            assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
-            assert_equal [list 15 1.75] [r 0 hmget $k n fl]
+        try {
+            set placed [st_info 0 slotalloc_placed_writes]
+            # Same length: over the old value, no memory allocated.
+            set used [st_info 0 slotalloc_used_bytes]
+            set allocs [st_info 0 slotalloc_live_allocs]
+            for {set i 0} {$i < 20} {incr i} { st_both hset pl:$i field5 [string repeat z 100] }
+            assert_equal [list $used $allocs] [list [st_info 0 slotalloc_used_bytes] [st_info 0 slotalloc_live_allocs]]
+            assert_equal [expr {$placed + 20}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+
+            # Updates (longer, much shorter, counters) and new entries that
+            # grow the tables: 309 placed writes a key (one per field or
+            # member; hsetnx and a zincrby by 0 write nothing).
+            set placed [st_info 0 slotalloc_placed_writes]
+            for {set i 0} {$i < 20} {incr i} {
+                st_both hset pl:$i field3 [string repeat u 100] field7 [string repeat w 300]
+                st_both hset pl:$i field8 short
+                st_both hincrby pl:$i n 5
+                st_both hincrbyfloat pl:$i fl 0.25
+                st_both hsetnx pl:$i field1 ignored
+                st_both hset pl:$i {*}[concat {*}[lmap j [lrepeat 300 0] {list f[incr ::pf_n] y}]]
+                st_both sadd ps:$i newmember [string repeat s 80]
+                st_both zadd pz:$i 1000.5 newnode
+                st_both zadd pz:$i -5 m100
+                st_both zincrby pz:$i 0 m101
+            }
+            assert_equal [expr {$placed + 20 * 309}] [st_info 0 slotalloc_placed_writes]
+            # A table left mid-rehash by its growth queues its key: the
+            # cycle finishes the rehash, so a migration's prepare does not.
+            r 0 config set slot-affinity-cpu 100
+            st_wait_compacted 0
+            r 0 config set slot-affinity-cpu 0
+            st_assert_in_blocks 0 $pslots
+
+            # Updates and new entries with no table growth: nothing queued.
+            set placed [st_info 0 slotalloc_placed_writes]
+            for {set i 0} {$i < 20} {incr i} {
+                st_both hset pl:$i field3 [string repeat q 120]
+                st_both hset pl:$i brandnew x
+                st_both sadd ps:$i onemore
+                st_both zadd pz:$i 2000 newnode2
+                st_both zadd pz:$i 7.5 m50
+            }
+            assert_equal [expr {$placed + 20 * 5}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+            st_assert_in_blocks 0 $pslots
+            foreach k $pkeys {
+                assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
+            }
+            assert_equal [list 15 1.75] [r 0 hmget pl:7 n fl]
+            assert_equal {m100 -5} [r 0 zrange pz:3 0 0 withscores]
+        } finally {
+            r 0 config set slot-affinity-cpu 100
         }
 
-        # A new field lives in the heap until the cycle moves it.
-        foreach k $pkeys { st_both hset $k newfield [string repeat x 100] }
-        assert_equal 20 [st_info 0 slotalloc_pending_keys]
-        r 0 config set slot-affinity-cpu 100
+        # A conversion still goes through the heap and the cycle.
+        st_both hset pl:conv f v
+        st_both sadd ps:conv 1 2 3
         st_wait_compacted 0
+        r 0 config set slot-affinity-cpu 0
+        try {
+            st_both hset pl:conv g [string repeat h 100]
+            st_both sadd ps:conv notanumber
+            assert_equal 2 [st_info 0 slotalloc_pending_keys]
+        } finally {
+            r 0 config set slot-affinity-cpu 100
+        }
+        st_wait_compacted 0
+        lappend pslots {*}[st_slots 0 {pl:conv ps:conv}]
         st_assert_in_blocks 0 $pslots
         st_digests_equal {}
         lappend slots {*}$pslots
@@ -367,7 +416,12 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             st_both xdel big:stream [expr {1 + [randomInt 100000]}]-1
         }
         st_wait_compacted 0
-        assert {[st_info 0 slotalloc_relocated_big_keys] >= $big + [llength $bigkeys]}
+        # The hash, the two sets and the sorted set (more elements than
+        # active-defrag-max-scan-fields) were walked in steps; the list and
+        # the stream have fewer nodes than that and move in one go. (Writes
+        # during the walk used to queue them for another walk; now they
+        # are placed in the blocks and do not.)
+        assert {[st_info 0 slotalloc_relocated_big_keys] >= $big + 4}
         st_digests_equal $streams
         foreach k $bigkeys {
             set d [r 0 cluster slotblocks [r 0 cluster keyslot $k]]
