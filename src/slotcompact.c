@@ -505,13 +505,15 @@ static void slotCompactEnd(void) {
  * (more than SLOTCOMPACT_REHASH_MAX entries) are left to their incremental
  * rehash: this runs within a bounded slice of the main thread. */
 #define SLOTCOMPACT_REHASH_MAX 1024
-static void slotCompactFinishRehash(robj *o) {
+static int slotCompactRehashPending(robj *o) {
     if ((o->type != OBJ_HASH && o->type != OBJ_SET) || o->encoding != OBJ_ENCODING_HT)
-        return;
+        return 0;
     dict *d = o->ptr;
-    if (!dictIsRehashing(d) || d->pauserehash || dictSize(d) > SLOTCOMPACT_REHASH_MAX)
-        return;
-    while (dictRehash(d, 100));
+    return dictIsRehashing(d) && !d->pauserehash && dictSize(d) <= SLOTCOMPACT_REHASH_MAX;
+}
+
+static void slotCompactFinishRehash(robj *o) {
+    if (slotCompactRehashPending(o)) while (dictRehash(o->ptr, 100));
 }
 
 /* Move one key of the slot being compacted (key name, value object and
@@ -760,27 +762,17 @@ int slotCompactPlaceBegin(robj *o) {
     return 1;
 }
 
-/* The hash table a placed write may have grown, mid-rehash or not. */
-static dict *slotCompactPlaceDict(robj *o) {
-    if (o->encoding == OBJ_ENCODING_HT) return o->ptr;
-    if (o->type == OBJ_ZSET && o->encoding == OBJ_ENCODING_SKIPLIST)
-        return ((zset *)o->ptr)->dict;
-    return NULL;
-}
-
 void slotCompactPlaceEnd(robj *o, int placing) {
-    dict *d;
     int missed;
 
     if (!placing) return;
     zmalloc_place_arena = -1;
     missed = zmalloc_place_misses != sc.place_misses;
     if (!missed) sc.placed_writes++;
-    /* A table the write left mid-rehash is finished by the relocation
-     * (slotCompactFinishRehash), so that a migration's prepare does not
-     * have to: queue the key for it. */
-    d = slotCompactPlaceDict(o);
-    slotCompactNoteWrite(o, !missed && !(d && dictIsRehashing(d)));
+    /* A small table the write left mid-rehash is finished by the
+     * relocation (slotCompactFinishRehash), so that a migration's prepare
+     * does not have to: queue the key for it. */
+    slotCompactNoteWrite(o, !missed && !slotCompactRehashPending(o));
 }
 
 /* Visit queued written keys until the deadline. Returns 1 if time ran
