@@ -1073,6 +1073,9 @@ void slotCompactDebugCommand(client *c) {
         for (int j = 0; j < CLUSTER_SLOTS; j++)
             if ((*server.db[0].slots_to_keys).by_slot[j].count)
                 keys += slotCompactSlotNow(j);
+        /* Every key has just been visited: written keys still queued
+         * would only send the cycle through them again. */
+        dictEmpty(sc.dirty_keys, NULL);
     }
     sc.compaction_usec += elapsedUs(start);
     addReplyLongLong(c, keys);

@@ -132,6 +132,7 @@ summary = {
     "throughput": rate_summary("throughput"),
     "relocated": rate_summary("relocated"),
     "updates": rate_summary("updates"),
+    "bigwrites": rate_summary("bigwrites"),
     "memory": memory_summary(),
     "compaction": compaction_summary(),
 }
@@ -157,6 +158,8 @@ meta = {
         "compaction_slot_mb": int(env["SA_COMP_MB"]),
         "updates_keys": int(env.get("SA_UPD_KEYS", "0")),
         "updates_requests_per_test": int(env.get("SA_UPD_REQUESTS", "0")),
+        "bigwrites_elements": int(env.get("SA_BIG_ELEMS", "0")),
+        "bigwrites_requests_per_test": int(env.get("SA_BIG_REQUESTS", "0")),
         "clients": int(env["SA_CLIENTS"]),
     },
 }
@@ -285,6 +288,21 @@ rate_table("5. Updates of relocated hashes, background relocation on",
            f"<100 B>` and `HGETALL key:__rand_int__`, each `-n {s['updates_requests_per_test']} "
            f"-r {s['updates_keys']} -c {s['clients']} -P 1`.",
            summary["updates"])
+rate_table("6. New elements of relocated big keys, background relocation on",
+           f"One hash (fields of 20 B), one set and one sorted set of "
+           f"{s['bigwrites_elements']:,} elements each (hash table, skiplist) preloaded; with yes, "
+           "`DEBUG SLOTCOMPACT ALL` then moved them into slot blocks. Then, with "
+           "`slot-affinity-cpu 10`, `SADD bigset n:__rand_int__`, `ZADD bigzset __rand_int__ "
+           f"n:__rand_int__` and `HSET bighash n:__rand_int__ x`, each `-n "
+           f"{s['bigwrites_requests_per_test']} -r 100000000 -c {s['clients']} -P 1`.",
+           summary["bigwrites"])
+cyc = [x["compaction_usec"] for x in sel(phase="bigwrites", config="yes", test="cycle")]
+if cyc:
+    L.append("Background cycle's main-thread time during the three tests (delta of "
+             "`slotalloc_compaction_usec`), yes: median "
+             f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
+             + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")
+    L.append("")
 L.append("Raw per-round numbers: `results.json` (`raw`), `raw.jsonl`.")
 L.append("")
 
