@@ -684,16 +684,22 @@ static int slotCompactPlaceSlot(robj *o) {
     return slot;
 }
 
-/* Copy the sds s (the caller's, in the general heap) into the slot's
- * blocks and free s; NULL when the arena has no room (s untouched). */
-static sds slotCompactCopySds(int slot, sds s) {
-    void *old = sdsAllocPtr(s), *copy;
-    size_t size = zmalloc_size(old), usable;
+/* Point the thread's zmalloc placement arena at the slot (our zmalloc
+ * patch): every allocation until slotCompactPlaceStop() comes from the
+ * slot's blocks, or from the heap as a counted miss. Never nested. */
+static void slotCompactPlaceStart(int slot) {
+    serverAssert(zmalloc_place_arena == -1);
+    sc.place_misses = zmalloc_place_misses;
+    zmalloc_place_arena = slot;
+}
 
-    if ((copy = ztrymalloc_foreign(slot, size, &usable)) == NULL) return NULL;
-    memcpy(copy, old, size);
-    zfree(old);
-    return (sds)((char *)copy + ((char *)s - (char *)old));
+/* Back to the heap. Returns 1, counting a placed write, if every
+ * allocation since slotCompactPlaceStart() went to the slot's blocks. */
+static int slotCompactPlaceStop(void) {
+    zmalloc_place_arena = -1;
+    if (zmalloc_place_misses != sc.place_misses) return 0;
+    sc.placed_writes++;
+    return 1;
 }
 
 /* A write replaces the value old, held by o (the field of a hash table),
@@ -727,16 +733,16 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
         }
     }
     sdsfree(old);
-    s = take ? value : sdsdup(value);
-    if (slot >= 0) {
-        sds copy = slotCompactCopySds(slot, s);
-        if (copy) {
-            sc.placed_writes++;
-            slotCompactNoteWrite(o, 1);
-            return copy;
-        }
+    if (slot < 0) {
+        slotCompactNoteWrite(o, 0);
+        return take ? value : sdsdup(value);
     }
-    slotCompactNoteWrite(o, 0);
+    /* The caller's string is in the heap: copy it into the slot even when
+     * it is ours to take. */
+    slotCompactPlaceStart(slot);
+    s = sdsdup(value);
+    slotCompactNoteWrite(o, slotCompactPlaceStop());
+    if (take) sdsfree(value);
     return s;
 }
 
@@ -756,23 +762,19 @@ int slotCompactPlaceBegin(robj *o) {
         slotCompactNoteWrite(o, 0);
         return 0;
     }
-    serverAssert(zmalloc_place_arena == -1);
-    sc.place_misses = zmalloc_place_misses;
-    zmalloc_place_arena = slot;
+    slotCompactPlaceStart(slot);
     return 1;
 }
 
 void slotCompactPlaceEnd(robj *o, int placing) {
-    int missed;
+    int placed;
 
     if (!placing) return;
-    zmalloc_place_arena = -1;
-    missed = zmalloc_place_misses != sc.place_misses;
-    if (!missed) sc.placed_writes++;
+    placed = slotCompactPlaceStop();
     /* A small table the write left mid-rehash is finished by the
      * relocation (slotCompactFinishRehash), so that a migration's prepare
      * does not have to: queue the key for it. */
-    slotCompactNoteWrite(o, !missed && !slotCompactRehashPending(o));
+    slotCompactNoteWrite(o, placed && !slotCompactRehashPending(o));
 }
 
 /* Visit queued written keys until the deadline. Returns 1 if time ran
