@@ -36,6 +36,12 @@ void slotCompactLoadingEnded(void);
 sds slotCompactReplaceSds(struct redisObject *o, sds old, sds value, int take);
 int slotCompactPlaceBegin(struct redisObject *o);
 void slotCompactPlaceEnd(struct redisObject *o, int placing);
+/* setKey() overwriting a string key with a string: 1 if val's bytes were
+ * written over the old value in its slot blocks (the keyspace did not
+ * take val), 0 to overwrite as usual. */
+struct redisDb;
+int slotCompactOverwriteString(struct redisDb *db, struct redisObject *key,
+                               struct redisObject *val);
 
 /* For a migration's prepare phase: relocate this slot first; run bounded
  * steps (each returns 1 while any work remains) until the slot is no

@@ -361,6 +361,78 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend slots {*}$pslots
     }
 
+    test {Slot affinity types: string overwrites of relocated keys stay in their blocks} {
+        # SET and every setKey() caller over a string that lives in its
+        # slot blocks write the new bytes over the old value
+        # (slotCompactOverwriteString): an embedded string when they fit
+        # its allocation, a raw one in place or in the slot's blocks. The
+        # key is not queued for the cycle, OBJECT ENCODING, TTLs and every
+        # reply are those of slot-affinity no.
+        set skeys {}
+        for {set i 0} {$i < 20} {incr i} {
+            lappend skeys ss:$i sr:$i
+            st_both set ss:$i [string repeat e 20]
+            st_both set sr:$i [string repeat r 100]
+        }
+        st_wait_compacted 0
+        set sslots [st_slots 0 $skeys]
+        st_assert_in_blocks 0 $sslots
+        assert_equal {embstr raw} [lmap k {ss:0 sr:0} {r 0 object encoding $k}]
+
+        r 0 config set slot-affinity-cpu 0
+        try {
+            # Same lengths: over the old values, no memory allocated.
+            set placed [st_info 0 slotalloc_placed_writes]
+            set used [st_info 0 slotalloc_used_bytes]
+            set allocs [st_info 0 slotalloc_live_allocs]
+            for {set i 0} {$i < 20} {incr i} {
+                st_both set ss:$i [string repeat f 20]
+                st_both set sr:$i [string repeat s 100]
+            }
+            assert_equal [list $used $allocs] [list [st_info 0 slotalloc_used_bytes] [st_info 0 slotalloc_live_allocs]]
+            assert_equal [expr {$placed + 40}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+
+            # SET GET (longer: a new string in the slot), SETEX, SET
+            # KEEPTTL, GETSET, MSET: one placed write each.
+            set placed [st_info 0 slotalloc_placed_writes]
+            for {set i 0} {$i < 20} {incr i} {
+                assert_equal [string repeat s 100] [st_both set sr:$i [string repeat t 300] get]
+                st_both setex ss:$i 1000 [string repeat g 20]
+                st_both set ss:$i [string repeat h 19] keepttl
+                assert_equal [string repeat h 19] [st_both getset ss:$i [string repeat i 20]]
+                st_both mset sr:$i [string repeat u 250]
+                st_both mset ss:$i [string repeat j 18]
+            }
+            assert_equal [expr {$placed + 20 * 6}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+            assert_equal {embstr raw} [lmap k {ss:0 sr:0} {st_both object encoding $k}]
+            st_both setex ss:1 1000 [string repeat k 20]
+            st_both set ss:1 [string repeat l 20] keepttl
+            assert_range [r 0 ttl ss:1] 990 1000
+            assert_equal -1 [r 0 ttl ss:0]
+            assert_equal [string repeat j 18] [r 0 get ss:0]
+            assert_equal [string repeat u 250] [r 0 get sr:19]
+
+            # Another encoding (a short string over a raw one, an integer
+            # past the shared ones) takes the usual path: a new object in
+            # the heap, its key queued for the cycle.
+            st_both set sr:0 short
+            st_both set sr:1 12345
+            assert_equal {embstr int} [lmap k {sr:0 sr:1} {st_both object encoding $k}]
+            assert_equal 2 [st_info 0 slotalloc_pending_keys]
+            foreach k $skeys {
+                assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
+            }
+        } finally {
+            r 0 config set slot-affinity-cpu 100
+        }
+        st_wait_compacted 0
+        st_assert_in_blocks 0 $sslots
+        st_digests_equal {}
+        lappend slots {*}$sslots
+    }
+
     test {Slot affinity types: random workload over every type, relocated in the background} {
         set relocated [st_info 0 slotalloc_relocated_keys]
         for {set n 0} {$n < 6000} {incr n} {
