@@ -19,11 +19,13 @@
  *
  * Placed writes. A few writes to a key already in its blocks keep it there
  * (slotCompactReplaceSds, slotCompactPlaceBegin/End, called from our
- * t_hash/t_set/t_zset patch): a hash-table field's new value is written
- * over the old one or allocated in the slot, and a new entry of a hash
- * table, set or sorted set is allocated in the slot through the thread's
- * zmalloc placement arena. Such a write does not queue its key (below), so
- * an update load (YCSB's) costs the cycle nothing.
+ * t_hash/t_set/t_zset/t_list patches, slotCompactOverwriteString from
+ * setKey): a hash-table field's new value is written over the old one or
+ * allocated in the slot; a new entry of a hash table, set or sorted set
+ * and a list push's or pop's nodes are allocated in the slot through the
+ * thread's zmalloc placement arena; a string SET over a string is written
+ * over the old one or allocated in the slot. Such a write does not queue
+ * its key (below), so an update load (YCSB's) costs the cycle nothing.
  *
  * Relocation ("slot compaction"). Keys get into their slot's blocks by
  * being moved on the main thread. We do not write a second traversal of
@@ -746,6 +748,21 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
     return s;
 }
 
+/* A placement scope's code may have to allocate something that is not the
+ * object's: a list pop hands its element to the caller (t_list.c's
+ * listPopSaver), whose reply frees it. Suspend returns the arena (-1 when
+ * none) for Resume. */
+int slotCompactPlaceSuspend(void) {
+    int arena = zmalloc_place_arena;
+
+    zmalloc_place_arena = -1;
+    return arena;
+}
+
+void slotCompactPlaceResume(int arena) {
+    zmalloc_place_arena = arena;
+}
+
 /* SET (and every setKey() caller) over an existing string key, the
  * string counterpart of slotCompactReplaceSds: in stock Redis the new
  * value object replaces the old one, which is freed. With slot affinity
@@ -1084,6 +1101,8 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
 }
 int slotCompactPlaceBegin(robj *o) { UNUSED(o); return 0; }
 void slotCompactPlaceEnd(robj *o, int placing) { UNUSED(o); UNUSED(placing); }
+int slotCompactPlaceSuspend(void) { return -1; }
+void slotCompactPlaceResume(int arena) { UNUSED(arena); }
 int slotCompactOverwriteString(redisDb *db, robj *key, robj *val) {
     UNUSED(db); UNUSED(key); UNUSED(val);
     return 0;

@@ -36,6 +36,10 @@ void slotCompactLoadingEnded(void);
 sds slotCompactReplaceSds(struct redisObject *o, sds old, sds value, int take);
 int slotCompactPlaceBegin(struct redisObject *o);
 void slotCompactPlaceEnd(struct redisObject *o, int placing);
+/* Inside a placement scope, an allocation that is not o's (a list's
+ * popped element): back to the heap for it, then placing again. */
+int slotCompactPlaceSuspend(void);
+void slotCompactPlaceResume(int arena);
 /* setKey() overwriting a string key with a string: 1 if val's bytes were
  * written over the old value in its slot blocks (the keyspace did not
  * take val), 0 to overwrite as usual. */

@@ -433,6 +433,68 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend slots {*}$sslots
     }
 
+    test {Slot affinity types: pushes and pops of relocated lists stay in their blocks} {
+        # LPUSH/RPUSH (and LMOVE, LPUSHX, ...) grow a list that lives in its
+        # slot blocks there, new quicklist nodes included, and pops shrink
+        # it there (t_list.c in a placement scope); the popped element
+        # itself is the client's, in the heap. Also with compressed nodes
+        # (list-compress-depth 1: LZF buffers made and dropped).
+        set lkeys {}
+        foreach depth {0 1} {
+            st_both config set list-compress-depth $depth
+            for {set i 0} {$i < 10} {incr i} {
+                set k "pq:$depth:$i"
+                lappend lkeys $k
+                # Nodes of ~8 KB (list-max-listpack-size -2): 200 elements
+                # of 100 B are several nodes.
+                st_both rpush $k {*}[lmap j [lrepeat 200 0] {string repeat [randstring 1 1 alpha] 100}]
+            }
+        }
+        st_both config set list-compress-depth 0
+        st_wait_compacted 0
+        set lslots [st_slots 0 $lkeys]
+        st_assert_in_blocks 0 $lslots
+        r 0 config set slot-affinity-cpu 0
+        try {
+            set placed [st_info 0 slotalloc_placed_writes]
+            foreach k $lkeys {
+                # 300 pushes at both ends (new head and tail nodes), pops
+                # of 250 (nodes emptied and freed), moves within the key.
+                for {set j 0} {$j < 150} {incr j} {
+                    st_both lpush $k [string repeat h 100]
+                    st_both rpush $k [string repeat t 100]
+                }
+                for {set j 0} {$j < 125} {incr j} {
+                    st_both lpop $k
+                    st_both rpop $k
+                }
+                st_both lmove $k $k left right
+                st_both rpoplpush $k $k
+                st_both lpushx $k 12345
+                st_both rpush $k 1 2 3
+            }
+            # Every push and pop of an element is a placed write; LMOVE
+            # and RPOPLPUSH are two each, RPUSH of three elements three.
+            assert_equal [expr {$placed + 20 * (300 + 250 + 2 + 2 + 1 + 3)}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+            st_assert_in_blocks 0 $lslots
+            foreach k $lkeys {
+                assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
+                assert_equal [r -1 lrange $k 0 -1] [r 0 lrange $k 0 -1]
+            }
+            # Popping a list empty deletes it, in place or not.
+            st_both del pq:0:9
+            st_both rpush pq:0:9 a b
+            st_both lpop pq:0:9 2
+            assert_equal 0 [st_both exists pq:0:9]
+        } finally {
+            r 0 config set slot-affinity-cpu 100
+        }
+        st_wait_compacted 0
+        st_digests_equal {}
+        lappend slots {*}$lslots
+    }
+
     test {Slot affinity types: random workload over every type, relocated in the background} {
         set relocated [st_info 0 slotalloc_relocated_keys]
         for {set n 0} {$n < 6000} {incr n} {
