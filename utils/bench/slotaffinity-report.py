@@ -133,6 +133,7 @@ summary = {
     "relocated": rate_summary("relocated"),
     "updates": rate_summary("updates"),
     "bigwrites": rate_summary("bigwrites"),
+    "lists": rate_summary("lists"),
     "memory": memory_summary(),
     "compaction": compaction_summary(),
 }
@@ -160,6 +161,8 @@ meta = {
         "updates_requests_per_test": int(env.get("SA_UPD_REQUESTS", "0")),
         "bigwrites_elements": int(env.get("SA_BIG_ELEMS", "0")),
         "bigwrites_requests_per_test": int(env.get("SA_BIG_REQUESTS", "0")),
+        "lists_keys": int(env.get("SA_LST_KEYS", "0")),
+        "lists_requests_per_test": int(env.get("SA_LST_REQUESTS", "0")),
         "clients": int(env["SA_CLIENTS"]),
     },
 }
@@ -299,6 +302,19 @@ rate_table("6. New elements of relocated big keys, background relocation on",
 cyc = [x["compaction_usec"] for x in sel(phase="bigwrites", config="yes", test="cycle")]
 if cyc:
     L.append("Background cycle's main-thread time during the three tests (delta of "
+             "`slotalloc_compaction_usec`), yes: median "
+             f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
+             + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")
+    L.append("")
+rate_table("7. Pushes and pops of relocated lists, background relocation on",
+           f"{s['lists_keys']:,} lists `list:<12 digits>` of 10 elements x 10 B preloaded; with "
+           "yes, `DEBUG SLOTCOMPACT ALL` then moved them into slot blocks. Then, with "
+           "`slot-affinity-cpu 10`, `LPUSH list:__rand_int__ x` and `RPOP list:__rand_int__`, "
+           f"each `-n {s['lists_requests_per_test']} -r {s['lists_keys']} -c {s['clients']} -P 1`.",
+           summary["lists"])
+cyc = [x["compaction_usec"] for x in sel(phase="lists", config="yes", test="cycle")]
+if cyc:
+    L.append("Background cycle's main-thread time during the two tests (delta of "
              "`slotalloc_compaction_usec`), yes: median "
              f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
              + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")
