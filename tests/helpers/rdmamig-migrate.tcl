@@ -6,6 +6,7 @@
 # Sourced relative to the tree's root, where ./runtest runs.
 
 source tests/support/cluster.tcl
+source tests/helpers/rdmamig.tcl
 
 # --- slots ------------------------------------------------------------------
 

@@ -11,3 +11,14 @@ proc rdmamig_own_all_slots {level} {
         fail "cluster never became ok"
     }
 }
+
+# Upstream's wait_for_cluster_propagation gives the nodes 5 s to agree on
+# the cluster config; with the whole suite running beside on two CPUs,
+# gossip can take longer than that. 20 s, the same check.
+proc rdmamig_wait_config_consistent {} {
+    wait_for_condition 200 100 {
+        [cluster_config_consistent] eq 1
+    } else {
+        fail "cluster config did not reach a consistent state in 20 s"
+    }
+}

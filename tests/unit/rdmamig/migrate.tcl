@@ -47,7 +47,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     }
 
     test {RDMAMIGRATESLOTS: usage errors change nothing} {
-        wait_for_cluster_propagation
+        rdmamig_wait_config_consistent
         # Node 0 knows node 2 is a replica.
         set id2 [R 2 cluster myid]
         wait_for_condition 100 100 {

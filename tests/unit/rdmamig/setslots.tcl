@@ -11,6 +11,7 @@
 # never asserted.
 
 source tests/support/cluster.tcl
+source tests/helpers/rdmamig.tcl
 
 # One line of CLUSTER NODES without the fields that change by themselves
 # (ping sent, pong received, link state).
@@ -68,7 +69,7 @@ proc ss_open_slots {line} {
 }
 
 proc ss_wait_converged {} {
-    wait_for_cluster_propagation
+    rdmamig_wait_config_consistent
     wait_for_cluster_state ok
 }
 
