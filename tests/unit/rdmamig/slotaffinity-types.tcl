@@ -266,7 +266,8 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         # value) is written over the old value when it fits (same length)
         # or allocated in the key's slot blocks (slotCompactReplaceSds);
         # a new field, set member or sorted-set node is allocated there
-        # too (slotCompactPlaceBegin/End). None of these queues the key for
+        # too, and so is a table shrunk by a deletion
+        # (slotCompactPlaceBegin/End). None of these queues the key for
         # the cycle; a write that converts an encoding still does.
         set pkeys {}
         set fields {}
@@ -333,14 +334,50 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             assert_equal [expr {$placed + 20 * 5}] [st_info 0 slotalloc_placed_writes]
             assert_equal 0 [st_info 0 slotalloc_pending_keys]
             st_assert_in_blocks 0 $pslots
+
+            # Deletions (HDEL, SREM, ZREM, ZPOPMIN) free in the blocks and
+            # would put a shrunk table there: nothing queued either; one
+            # that finds nothing to delete is no write.
+            set placed [st_info 0 slotalloc_placed_writes]
+            for {set i 0} {$i < 20} {incr i} {
+                assert_equal 1 [st_both hdel pl:$i brandnew]
+                assert_equal 1 [st_both srem ps:$i onemore]
+                assert_equal 1 [st_both zrem pz:$i newnode2]
+                st_both zpopmin pz:$i
+                assert_equal 0 [st_both srem ps:$i nosuchmember]
+            }
+            assert_equal [expr {$placed + 20 * 4}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+            st_assert_in_blocks 0 $pslots
             foreach k $pkeys {
                 assert_equal [r -1 debug digest-value $k] [r 0 debug digest-value $k]
             }
             assert_equal [list 15 1.75] [r 0 hmget pl:7 n fl]
-            assert_equal {m100 -5} [r 0 zrange pz:3 0 0 withscores]
+            # ZPOPMIN took m100 (-5).
+            assert_equal {m1 1} [r 0 zrange pz:3 0 0 withscores]
         } finally {
             r 0 config set slot-affinity-cpu 100
         }
+
+        # Deleting most of a set shrinks its table, in its blocks; the
+        # rehash that starts is left for the cycle to finish (the key is
+        # queued, as for a table grown by an add).
+        st_both sadd ps:shrink {*}[lmap j [lrepeat 300 0] {string cat s [incr ::ps_n]}]
+        st_wait_compacted 0
+        r 0 config set slot-affinity-cpu 0
+        try {
+            set placed [st_info 0 slotalloc_placed_writes]
+            set members [lsort [r -1 smembers ps:shrink]]
+            assert_equal 290 [st_both srem ps:shrink {*}[lrange $members 0 289]]
+            assert_equal [expr {$placed + 290}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 1 [st_info 0 slotalloc_pending_keys]
+            assert_equal [lrange $members 290 end] [lsort [r 0 smembers ps:shrink]]
+        } finally {
+            r 0 config set slot-affinity-cpu 100
+        }
+        st_wait_compacted 0
+        lappend pslots {*}[st_slots 0 {ps:shrink}]
+        st_assert_in_blocks 0 $pslots
 
         # A conversion still goes through the heap and the cycle.
         st_both hset pl:conv f v
