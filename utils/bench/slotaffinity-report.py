@@ -297,11 +297,14 @@ rate_table("6. New elements of relocated big keys, background relocation on",
            "`DEBUG SLOTCOMPACT ALL` then moved them into slot blocks. Then, with "
            "`slot-affinity-cpu 10`, `SADD bigset n:__rand_int__`, `ZADD bigzset __rand_int__ "
            f"n:__rand_int__` and `HSET bighash n:__rand_int__ x`, each `-n "
-           f"{s['bigwrites_requests_per_test']} -r 100000000 -c {s['clients']} -P 1`.",
+           f"{s['bigwrites_requests_per_test']} -r 100000000 -c {s['clients']} -P 1`; then "
+           "`SREM bigset m__rand_int__`, `ZREM bigzset z__rand_int__` and `HDEL bighash "
+           f"f__rand_int__` (the preloaded elements), each `-n {s['bigwrites_requests_per_test']} "
+           f"-r {s['bigwrites_elements']}`.",
            summary["bigwrites"])
 cyc = [x["compaction_usec"] for x in sel(phase="bigwrites", config="yes", test="cycle")]
 if cyc:
-    L.append("Background cycle's main-thread time during the three tests (delta of "
+    L.append("Background cycle's main-thread time during the six tests (delta of "
              "`slotalloc_compaction_usec`), yes: median "
              f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
              + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")
