@@ -292,11 +292,11 @@ rate_table("5. Updates of relocated hashes, background relocation on",
            f"-r {s['updates_keys']} -c {s['clients']} -P 1`.",
            summary["updates"])
 rate_table("6. New elements of relocated big keys, background relocation on",
-           f"One hash (fields of 20 B), one set and one sorted set of "
-           f"{s['bigwrites_elements']:,} elements each (hash table, skiplist) preloaded; with yes, "
+           f"One hash (fields of 20 B), one set, one sorted set and one stream of "
+           f"{s['bigwrites_elements']:,} elements each (hash table, skiplist, stream) preloaded; with yes, "
            "`DEBUG SLOTCOMPACT ALL` then moved them into slot blocks. Then, with "
            "`slot-affinity-cpu 10`, `SADD bigset n:__rand_int__`, `ZADD bigzset __rand_int__ "
-           f"n:__rand_int__` and `HSET bighash n:__rand_int__ x`, each `-n "
+           f"n:__rand_int__`, `HSET bighash n:__rand_int__ x` and `XADD bigstream * f x`, each `-n "
            f"{s['bigwrites_requests_per_test']} -r 100000000 -c {s['clients']} -P 1`; then "
            "`SREM bigset m__rand_int__`, `ZREM bigzset z__rand_int__` and `HDEL bighash "
            f"f__rand_int__` (the preloaded elements), each `-n {s['bigwrites_requests_per_test']} "
@@ -304,7 +304,7 @@ rate_table("6. New elements of relocated big keys, background relocation on",
            summary["bigwrites"])
 cyc = [x["compaction_usec"] for x in sel(phase="bigwrites", config="yes", test="cycle")]
 if cyc:
-    L.append("Background cycle's main-thread time during the six tests (delta of "
+    L.append("Background cycle's main-thread time during the seven tests (delta of "
              "`slotalloc_compaction_usec`), yes: median "
              f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
              + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")

@@ -532,6 +532,54 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         lappend slots {*}$lslots
     }
 
+    test {Slot affinity types: XADD to relocated streams stays in their blocks} {
+        # XADD grows a stream that lives in its slot blocks there: entries
+        # appended to the last listpack, new listpacks and rax nodes (a
+        # placement scope around streamAppendItem), and its trim (MAXLEN)
+        # too, after which the key is signalled again in case the trim
+        # allocated outside the blocks.
+        set xkeys {}
+        for {set i 0} {$i < 10} {incr i} {
+            set k "px:$i"
+            lappend xkeys $k
+            for {set j 1} {$j <= 300} {incr j} { st_both xadd $k $j-1 f v$j g [string repeat w [expr {$j % 50}]] }
+            st_both xgroup create $k grp 0
+            st_both xreadgroup group grp c1 count 20 streams $k >
+        }
+        st_wait_compacted 0
+        set xslots [st_slots 0 $xkeys]
+        st_assert_in_blocks 0 $xslots
+        r 0 config set slot-affinity-cpu 0
+        try {
+            set placed [st_info 0 slotalloc_placed_writes]
+            foreach k $xkeys {
+                # 150 entries: new listpacks (100 entries a node) and rax
+                # nodes.
+                for {set j 301} {$j <= 450} {incr j} { st_both xadd $k $j-1 f v$j h [string repeat z 30] }
+            }
+            assert_equal [expr {$placed + 10 * 150}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+            # With a trim (exact MAXLEN): two placed writes per XADD.
+            set placed [st_info 0 slotalloc_placed_writes]
+            foreach k $xkeys {
+                for {set j 451} {$j <= 470} {incr j} { st_both xadd $k maxlen 400 $j-1 f v$j }
+                assert_equal 400 [st_both xlen $k]
+            }
+            assert_equal [expr {$placed + 10 * 20 * 2}] [st_info 0 slotalloc_placed_writes]
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
+            st_assert_in_blocks 0 $xslots
+            foreach k $xkeys {
+                assert_equal [r -1 xrange $k - +] [r 0 xrange $k - +]
+                assert_equal [r -1 xinfo stream $k] [r 0 xinfo stream $k]
+            }
+        } finally {
+            r 0 config set slot-affinity-cpu 100
+        }
+        st_digests_equal $xkeys
+        lappend streams {*}$xkeys
+        lappend slots {*}$xslots
+    }
+
     test {Slot affinity types: random workload over every type, relocated in the background} {
         set relocated [st_info 0 slotalloc_relocated_keys]
         for {set n 0} {$n < 6000} {incr n} {
