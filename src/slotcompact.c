@@ -704,6 +704,13 @@ static int slotCompactPlaceStop(void) {
     return 1;
 }
 
+/* A write to o went over its old bytes in its slot's blocks: nothing was
+ * allocated, so the write is placed and the key stays out of the queue. */
+static void slotCompactNoteInPlace(robj *o) {
+    sc.placed_writes++;
+    slotCompactNoteWrite(o, 1);
+}
+
 /* A write replaces the value old, held by o (the field of a hash table),
  * with value; returns the sds to store in its place. take: value is the
  * caller's to give (it is used or freed here), otherwise it is copied.
@@ -729,8 +736,7 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
         if (len <= avail && avail <= 2 * len + 16) {
             old = sdscpylen(old, value, len);
             if (take) sdsfree(value);
-            sc.placed_writes++;
-            slotCompactNoteWrite(o, 1);
+            slotCompactNoteInPlace(o);
             return old;
         }
     }
@@ -781,19 +787,16 @@ void slotCompactPlaceResume(int arena) {
  * cases, and integer-encoded values, return 0 and take the usual path.
  * Only strings: their old value has no reader left (replies and scripts
  * copy), and no module unlink hook or blocked client cares about it. */
-int slotCompactOverwriteString(redisDb *db, robj *key, robj *val) {
-    dictEntry *de;
+int slotCompactOverwriteString(dictEntry *de, robj *val) {
     robj *old;
     size_t len;
-    int slot;
 
-    if (!slotCompactEnabled() || val->type != OBJ_STRING ||
-        (val->encoding != OBJ_ENCODING_RAW && val->encoding != OBJ_ENCODING_EMBSTR) ||
-        (de = dictFind(db->dict, key->ptr)) == NULL)
+    if (!slotCompactEnabled() || de == NULL || val->type != OBJ_STRING ||
+        (val->encoding != OBJ_ENCODING_RAW && val->encoding != OBJ_ENCODING_EMBSTR))
         return 0;
     old = dictGetVal(de);
     if (old == val || old->type != OBJ_STRING || old->encoding != val->encoding ||
-        old->refcount != 1 || (slot = slotCompactPlaceSlot(old)) < 0)
+        old->refcount != 1 || slotCompactPlaceSlot(old) < 0)
         return 0;
     len = sdslen(val->ptr);
     if (old->encoding == OBJ_ENCODING_EMBSTR) {
@@ -807,8 +810,7 @@ int slotCompactOverwriteString(redisDb *db, robj *key, robj *val) {
         s[len] = '\0';
         sdssetlen(s, len);
         sdssetalloc(s, len);
-        sc.placed_writes++;
-        slotCompactNoteWrite(old, 1);
+        slotCompactNoteInPlace(old);
     } else {
         old->ptr = slotCompactReplaceSds(old, old->ptr, val->ptr, 0);
     }
@@ -1103,8 +1105,8 @@ int slotCompactPlaceBegin(robj *o) { UNUSED(o); return 0; }
 void slotCompactPlaceEnd(robj *o, int placing) { UNUSED(o); UNUSED(placing); }
 int slotCompactPlaceSuspend(void) { return -1; }
 void slotCompactPlaceResume(int arena) { UNUSED(arena); }
-int slotCompactOverwriteString(redisDb *db, robj *key, robj *val) {
-    UNUSED(db); UNUSED(key); UNUSED(val);
+int slotCompactOverwriteString(dictEntry *de, robj *val) {
+    UNUSED(de); UNUSED(val);
     return 0;
 }
 void slotCompactLoadingEnded(void) {}

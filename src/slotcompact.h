@@ -40,12 +40,11 @@ void slotCompactPlaceEnd(struct redisObject *o, int placing);
  * popped element): back to the heap for it, then placing again. */
 int slotCompactPlaceSuspend(void);
 void slotCompactPlaceResume(int arena);
-/* setKey() overwriting a string key with a string: 1 if val's bytes were
- * written over the old value in its slot blocks (the keyspace did not
- * take val), 0 to overwrite as usual. */
-struct redisDb;
-int slotCompactOverwriteString(struct redisDb *db, struct redisObject *key,
-                               struct redisObject *val);
+/* setKey() overwriting the entry de of a string key with a string: 1 if
+ * val's bytes were written over the old value in its slot blocks (the
+ * keyspace did not take val), 0 to overwrite as usual. */
+struct dictEntry;
+int slotCompactOverwriteString(struct dictEntry *de, struct redisObject *val);
 
 /* For a migration's prepare phase: relocate this slot first; run bounded
  * steps (each returns 1 while any work remains) until the slot is no
@@ -58,7 +57,6 @@ long long slotCompactSlotSync(int slot);
 void slotCompactPin(int slot, int on);
 int slotCompactIsPinned(int slot);
 /* One key now, even in a pinned slot (a migration's stragglers). */
-struct dictEntry;
 int slotCompactKeyNow(struct dictEntry *de);
 /* A value and its flat payload are in the slot's blocks. */
 int slotCompactValueInSlot(struct redisObject *o, int slot);

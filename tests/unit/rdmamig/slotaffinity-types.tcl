@@ -83,6 +83,15 @@ proc st_assert_in_blocks {level slots} {
     list $in $bytes
 }
 
+# Wait for the cycle to relocate these keys, assert that their bytes are
+# in their slots' blocks, and return those slots.
+proc st_relocated_slots {level keys} {
+    st_wait_compacted $level
+    set slots [st_slots $level $keys]
+    st_assert_in_blocks $level $slots
+    return $slots
+}
+
 proc st_rand_elem {} {
     # Mostly short (listpack / intset friendly), sometimes long enough to
     # convert a hash or sorted set to its hash table encoding.
@@ -224,9 +233,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
                          enc:stream stream enc:str2int raw} {
             assert_equal $enc [r 0 object encoding $k]
         }
-        st_wait_compacted 0
-        set encslots [st_slots 0 [r 0 keys enc:*]]
-        st_assert_in_blocks 0 $encslots
+        set encslots [st_relocated_slots 0 [r 0 keys enc:*]]
         lappend slots {*}$encslots
         st_digests_equal enc:stream
         lappend streams enc:stream
@@ -282,9 +289,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             lappend pkeys "pz:$i"
             st_both zadd "pz:$i" {*}$nodes
         }
-        st_wait_compacted 0
-        set pslots [st_slots 0 $pkeys]
-        st_assert_in_blocks 0 $pslots
+        set pslots [st_relocated_slots 0 $pkeys]
         assert_equal {hashtable hashtable skiplist} [lmap k {pl:0 ps:0 pz:0} {r 0 object encoding $k}]
 
         r 0 config set slot-affinity-cpu 0
@@ -411,9 +416,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             st_both set ss:$i [string repeat e 20]
             st_both set sr:$i [string repeat r 100]
         }
-        st_wait_compacted 0
-        set sslots [st_slots 0 $skeys]
-        st_assert_in_blocks 0 $sslots
+        set sslots [st_relocated_slots 0 $skeys]
         assert_equal {embstr raw} [lmap k {ss:0 sr:0} {r 0 object encoding $k}]
 
         r 0 config set slot-affinity-cpu 0
@@ -488,9 +491,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             }
         }
         st_both config set list-compress-depth 0
-        st_wait_compacted 0
-        set lslots [st_slots 0 $lkeys]
-        st_assert_in_blocks 0 $lslots
+        set lslots [st_relocated_slots 0 $lkeys]
         r 0 config set slot-affinity-cpu 0
         try {
             set placed [st_info 0 slotalloc_placed_writes]
@@ -546,9 +547,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             st_both xgroup create $k grp 0
             st_both xreadgroup group grp c1 count 20 streams $k >
         }
-        st_wait_compacted 0
-        set xslots [st_slots 0 $xkeys]
-        st_assert_in_blocks 0 $xslots
+        set xslots [st_relocated_slots 0 $xkeys]
         r 0 config set slot-affinity-cpu 0
         try {
             set placed [st_info 0 slotalloc_placed_writes]
