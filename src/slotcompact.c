@@ -661,9 +661,11 @@ void slotCompactKeyModified(robj *key) {
 
 /* Remember what a write did to value object o: placed is 1 when every
  * allocation it added lies in o's slot blocks. Several writes to one object
- * in one command combine (all must be placed); a mark left by a command
- * that signalled nothing is overwritten or, for the same object, only
- * makes the next one stricter. */
+ * in one command combine (all must be placed). A mark lasts until the next
+ * signalModifiedKey() or the next command (slotCompactCommandStart): a
+ * command whose placed write signalled nothing (LINSERT that found no
+ * pivot, XTRIM that trimmed nothing) must not vouch for a later command's
+ * unplaced write to the same object (XGROUP CREATE, XREADGROUP). */
 static void slotCompactNoteWrite(robj *o, int placed) {
     if (sc.place_obj != o) {
         sc.place_obj = o;
@@ -671,6 +673,10 @@ static void slotCompactNoteWrite(robj *o, int placed) {
     } else {
         sc.place_ok &= placed;
     }
+}
+
+void slotCompactCommandStart(void) {
+    sc.place_obj = NULL;
 }
 
 /* The slot of o's blocks when a write to o may keep it there: o and its
@@ -1096,6 +1102,7 @@ static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data
  * general heap and there is nothing to do in the background. */
 static void slotCompactMarkAllDirty(void) {}
 void slotCompactKeyModified(robj *key) { UNUSED(key); }
+void slotCompactCommandStart(void) {}
 sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
     UNUSED(o);
     sdsfree(old);

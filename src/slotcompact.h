@@ -40,6 +40,9 @@ void slotCompactPlaceEnd(struct redisObject *o, int placing);
  * popped element): back to the heap for it, then placing again. */
 int slotCompactPlaceSuspend(void);
 void slotCompactPlaceResume(int arena);
+/* call(), before a command runs: what an earlier command's writes noted
+ * (a placed write that signalled no key) is forgotten. */
+void slotCompactCommandStart(void);
 /* setKey() overwriting the entry de of a string key with a string: 1 if
  * val's bytes were written over the old value in its slot blocks (the
  * keyspace did not take val), 0 to overwrite as usual. */
