@@ -309,15 +309,17 @@ if cyc:
              f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
              + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")
     L.append("")
-rate_table("7. Pushes and pops of relocated lists, background relocation on",
+rate_table("7. Pushes, pops and edits of relocated lists, background relocation on",
            f"{s['lists_keys']:,} lists `list:<12 digits>` of 10 elements x 10 B preloaded; with "
            "yes, `DEBUG SLOTCOMPACT ALL` then moved them into slot blocks. Then, with "
-           "`slot-affinity-cpu 10`, `LPUSH list:__rand_int__ x` and `RPOP list:__rand_int__`, "
+           "`slot-affinity-cpu 10`, `LPUSH list:__rand_int__ x` and `RPOP list:__rand_int__` "
+           "(and, in runs after 2026-11-27 morning, `LSET ... 0 y`, `LINSERT ... BEFORE "
+           "xxxxxxxxxx y`, `LREM ... 1 y`, `LTRIM ... 0 7`), "
            f"each `-n {s['lists_requests_per_test']} -r {s['lists_keys']} -c {s['clients']} -P 1`.",
            summary["lists"])
 cyc = [x["compaction_usec"] for x in sel(phase="lists", config="yes", test="cycle")]
 if cyc:
-    L.append("Background cycle's main-thread time during the two tests (delta of "
+    L.append("Background cycle's main-thread time during these tests (delta of "
              "`slotalloc_compaction_usec`), yes: median "
              f"{fmt_f(med(cyc) / 1000, 1)} ms (per round: "
              + ", ".join(f"{x / 1000:.1f}" for x in cyc) + " ms).")
