@@ -313,8 +313,8 @@ rate_table("7. Pushes, pops and edits of relocated lists, background relocation 
            f"{s['lists_keys']:,} lists `list:<12 digits>` of 10 elements x 10 B preloaded; with "
            "yes, `DEBUG SLOTCOMPACT ALL` then moved them into slot blocks. Then, with "
            "`slot-affinity-cpu 10`, `LPUSH list:__rand_int__ x` and `RPOP list:__rand_int__` "
-           "(and, in runs after 2026-11-27 morning, `LSET ... 0 y`, `LINSERT ... BEFORE "
-           "xxxxxxxxxx y`, `LREM ... 1 y`, `LTRIM ... 0 7`), "
+           "(and, in runs after 2026-11-27 morning, in this order: LPUSH, `LSET ... 0 y`, `LINSERT ... BEFORE "
+           "xxxxxxxxxx y`, `LREM ... 1 y`, RPOP, `LTRIM ... 0 7`), "
            f"each `-n {s['lists_requests_per_test']} -r {s['lists_keys']} -c {s['clients']} -P 1`.",
            summary["lists"])
 cyc = [x["compaction_usec"] for x in sel(phase="lists", config="yes", test="cycle")]
