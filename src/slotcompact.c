@@ -760,6 +760,30 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
     return s;
 }
 
+/* Placement for the one allocation a read may make for a structure that
+ * lives in a slot's blocks: a read of a compressed list (LRANGE, LINDEX,
+ * DEBUG DIGEST, ...) decompresses a quicklist node into a new buffer and
+ * compresses it again into another, and a read signals no key, so those
+ * buffers, left in the heap, waited for the key's next queued write. With
+ * this (quicklist.c) they are made in the node's slot. Does nothing inside
+ * a placement scope (the write's own arena is already the slot's), off
+ * slot affinity, for a node in the heap or in a pinned slot (a migration
+ * is reading the blocks; such reads wait while the slot is frozen:
+ * slotfreeze.c). Returns 1 if placing: pass it to slotCompactPlaceNearEnd. */
+int slotCompactPlaceNear(const void *p) {
+    int slot;
+
+    if (zmalloc_place_arena != -1 || !slotCompactEnabled()) return 0;
+    slot = slotAllocSlotOf(p);
+    if (slot < 0 || slotCompactIsPinned(slot)) return 0;
+    zmalloc_place_arena = slot;
+    return 1;
+}
+
+void slotCompactPlaceNearEnd(int placing) {
+    if (placing) zmalloc_place_arena = -1;
+}
+
 /* A placement scope's code may have to allocate something that is not the
  * object's: a list pop hands its element to the caller (t_list.c's
  * listPopSaver), whose reply frees it. Suspend returns the arena (-1 when
@@ -1111,6 +1135,8 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
 int slotCompactPlaceBegin(robj *o) { UNUSED(o); return 0; }
 void slotCompactPlaceEnd(robj *o, int placing) { UNUSED(o); UNUSED(placing); }
 int slotCompactPlaceSuspend(void) { return -1; }
+int slotCompactPlaceNear(const void *p) { UNUSED(p); return 0; }
+void slotCompactPlaceNearEnd(int placing) { UNUSED(placing); }
 void slotCompactPlaceResume(int arena) { UNUSED(arena); }
 int slotCompactOverwriteString(dictEntry *de, robj *val) {
     UNUSED(de); UNUSED(val);

@@ -40,6 +40,11 @@ void slotCompactPlaceEnd(struct redisObject *o, int placing);
  * popped element): back to the heap for it, then placing again. */
 int slotCompactPlaceSuspend(void);
 void slotCompactPlaceResume(int arena);
+/* Around one allocation that belongs to the structure at p, outside any
+ * write (a quicklist node (de)compressed by a read): made in p's slot
+ * blocks when p lives there. */
+int slotCompactPlaceNear(const void *p);
+void slotCompactPlaceNearEnd(int placing);
 /* call(), before a command runs: what an earlier command's writes noted
  * (a placed write that signalled no key) is forgotten. */
 void slotCompactCommandStart(void);

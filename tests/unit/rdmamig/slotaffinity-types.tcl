@@ -610,6 +610,21 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
             }
             foreach k $lkeys { assert_equal [r -1 lrange $k 0 -1] [r 0 lrange $k 0 -1] }
             foreach k $zkeys { assert_equal [r -1 zrange $k 0 -1 withscores] [r 0 zrange $k 0 -1 withscores] }
+            # Reads of compressed lists decompress nodes and compress them
+            # again: in the lists' blocks too, so that every byte of the
+            # compressed lists is there after these reads, with nothing
+            # queued (before, a read moved those nodes to the heap, where
+            # they waited for the key's next queued write).
+            foreach k $lkeys {
+                if {![string match pe:1:* $k]} continue
+                r 0 lrange $k 0 -1
+                r 0 lindex $k 200
+                r 0 lpos $k nosuchelement
+                set d [r 0 cluster slotblocks [r 0 cluster keyslot $k]]
+                assert_equal [dict get $d bytes] [dict get $d bytes_in_blocks] $k
+            }
+            r 0 debug digest
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
             # Misses answer as with slot-affinity no and change nothing.
             set k [lindex $lkeys 0]
             assert_match {*out of range*} [st_both lset $k 100000 x]
