@@ -100,6 +100,24 @@ proc st_relocated_slots {level keys} {
     return $slots
 }
 
+# On both servers, 10 lists of n elements of 100 B with
+# list-compress-depth 0 (prefix:0:i) and 10 with depth 1 (prefix:1:i);
+# returns their names. Nodes hold ~8 KB (list-max-listpack-size -2), so
+# 200 elements are several nodes.
+proc st_make_lists {prefix n} {
+    set keys {}
+    foreach depth {0 1} {
+        st_both config set list-compress-depth $depth
+        for {set i 0} {$i < 10} {incr i} {
+            set k "$prefix:$depth:$i"
+            lappend keys $k
+            st_both rpush $k {*}[lmap j [lrepeat $n 0] {string repeat [randstring 1 1 alpha] 100}]
+        }
+    }
+    st_both config set list-compress-depth 0
+    return $keys
+}
+
 proc st_rand_elem {} {
     # Mostly short (listpack / intset friendly), sometimes long enough to
     # convert a hash or sorted set to its hash table encoding.
@@ -487,18 +505,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         # it there (t_list.c in a placement scope); the popped element
         # itself is the client's, in the heap. Also with compressed nodes
         # (list-compress-depth 1: LZF buffers made and dropped).
-        set lkeys {}
-        foreach depth {0 1} {
-            st_both config set list-compress-depth $depth
-            for {set i 0} {$i < 10} {incr i} {
-                set k "pq:$depth:$i"
-                lappend lkeys $k
-                # Nodes of ~8 KB (list-max-listpack-size -2): 200 elements
-                # of 100 B are several nodes.
-                st_both rpush $k {*}[lmap j [lrepeat 200 0] {string repeat [randstring 1 1 alpha] 100}]
-            }
-        }
-        st_both config set list-compress-depth 0
+        set lkeys [st_make_lists pq 200]
         set lslots [st_relocated_slots 0 $lkeys]
         r 0 config set slot-affinity-cpu 0
         try {
@@ -547,16 +554,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         # again included (list-compress-depth 1); ZREMRANGEBYSCORE, RANK and
         # LEX delete from a sorted set's skiplist there, and the table they
         # shrink is allocated there. None of them queues its key.
-        set lkeys {}
-        foreach depth {0 1} {
-            st_both config set list-compress-depth $depth
-            for {set i 0} {$i < 10} {incr i} {
-                set k "pe:$depth:$i"
-                lappend lkeys $k
-                st_both rpush $k {*}[lmap j [lrepeat 400 0] {string repeat [randstring 1 1 alpha] 100}]
-            }
-        }
-        st_both config set list-compress-depth 0
+        set lkeys [st_make_lists pe 400]
         set zkeys {}
         set nodes {}
         for {set j 1} {$j <= 200} {incr j} { lappend nodes $j [format member:%04d:%s $j [string repeat z 40]] }
