@@ -91,6 +91,12 @@ proc st_assert_in_blocks {level slots} {
     list $in $bytes
 }
 
+# Assert that every byte of the keys in this slot lies in its blocks.
+proc st_assert_slot_all_in_blocks {level slot} {
+    set d [r $level cluster slotblocks $slot]
+    assert_equal [dict get $d bytes] [dict get $d bytes_in_blocks] "slot $slot"
+}
+
 # Wait for the cycle to relocate these keys, assert that their bytes are
 # in their slots' blocks, and return those slots.
 proc st_relocated_slots {level keys} {
@@ -618,8 +624,7 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
                 r 0 lrange $k 0 -1
                 r 0 lindex $k 200
                 r 0 lpos $k nosuchelement
-                set d [r 0 cluster slotblocks [r 0 cluster keyslot $k]]
-                assert_equal [dict get $d bytes] [dict get $d bytes_in_blocks] $k
+                st_assert_slot_all_in_blocks 0 [r 0 cluster keyslot $k]
             }
             r 0 debug digest
             assert_equal 0 [st_info 0 slotalloc_pending_keys]
@@ -701,10 +706,10 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
                 st_wait_compacted 0
                 r 0 config set slot-affinity-cpu 0
             }
-            foreach s $xslots {
-                set d [r 0 cluster slotblocks $s]
-                assert_equal [dict get $d bytes] [dict get $d bytes_in_blocks]
-            }
+            foreach s $xslots { st_assert_slot_all_in_blocks 0 $s }
+            # A claim that changes nothing (an ID in no PEL) queues nothing.
+            foreach k $xkeys { st_both xclaim $k grp c8 0 999999-1 }
+            assert_equal 0 [st_info 0 slotalloc_pending_keys]
         } finally {
             r 0 config set slot-affinity-cpu 100
         }
