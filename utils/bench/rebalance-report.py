@@ -29,6 +29,14 @@ Definitions (also written into report.md):
               during = rebalance start to end; after = the --after seconds
               after its end. A 1-second sample ending at t covers (t-1, t].
   throughput  mean client ops/s over a window's 1-second samples
+  steadiness  the coefficient of variation (population standard deviation
+              / mean) of the before window's 1-second throughputs; above
+              RB_STEADY_CV % (default 10) the client load was not steady
+              when the rebalance started (a client still warming up, a
+              noisy host), and the drop and p99 goals are not judged: a
+              drop against a moving baseline says nothing. The harness
+              waits for a steady load before it starts the rebalance
+              (--steady-wait); this is what it reached.
   avg/p99     mean over a window's seconds of that second's mean latency
               and 99th percentile (the worst of READ and UPDATE; YCSB's
               status lines give Avg, 90, 99, 99.9, 99.99, no median);
@@ -55,6 +63,7 @@ SYSTEMS = os.environ.get("RB_SYSTEMS", "stock,stock-p1000,ours-legacy,ours-tcp,o
 VSIZE = int(os.environ.get("RB_VSIZE", "1000"))
 BEFORE = float(os.environ.get("RB_BEFORE", "10"))
 AFTER = float(os.environ.get("RB_AFTER", "10"))
+STEADY_CV = float(os.environ.get("RB_STEADY_CV", "10"))
 
 # Every object in results.json has these keys (null when not measured).
 REQUIRED = ("system", "available", "rebalance_s", "mb_moved", "mb_per_s", "keys_per_s",
@@ -171,6 +180,35 @@ def mean(xs):
     return statistics.mean(xs) if xs else None
 
 
+def cv_pct(xs):
+    """Coefficient of variation of xs, in %: None for fewer than 3 values."""
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 3 or statistics.mean(xs) <= 0:
+        return None
+    return round(100.0 * statistics.pstdev(xs) / statistics.mean(xs), 1)
+
+
+def load_samples(d):
+    """The client's 1-second samples, whichever load generator ran."""
+    if os.path.exists(os.path.join(d, "ycsb.log")):
+        return parse_ycsb(d)
+    return parse_redis_benchmark(d)
+
+
+def steady_main(argv):
+    """rebalance-report.py steady DIR SECONDS MAX_CV: prints the CV (%) of
+    the client throughput over the last SECONDS 1-second samples in DIR
+    (a system's directory, its load still running); exits 0 when it is at
+    most MAX_CV, 1 when not (or too few samples yet: prints "-")."""
+    d, secs, max_cv = argv[0], int(argv[1]), float(argv[2])
+    samples = load_samples(d)
+    last = samples[-1][0] if samples else 0
+    tps = [x[1] for x in samples if x[0] > last - secs]
+    cv = cv_pct(tps) if len(tps) >= max(secs - 1, 3) else None
+    print("-" if cv is None else cv)
+    return 0 if cv is not None and cv <= max_cv else 1
+
+
 def phases(d):
     """[(t, label)] from the stamped rebalance output: one per donor."""
     out = []
@@ -261,6 +299,7 @@ def analyse(system):
         r["avg_%s_us" % w] = round(avg) if avg is not None else None
         r["p99_%s_us" % w] = round(p99) if p99 is not None else None
         r["errors_" + w] = sum(s[4] for s in ss)
+    r["tput_before_cv_pct"] = cv_pct([s[1] for s in wins["before"]])
     dur = [s[3] for s in wins["during"] if s[3] is not None]
     r["p99_during_max_us"] = round(max(dur)) if dur else None
     if r["tput_before"] and r["tput_during"] is not None:
@@ -327,6 +366,9 @@ def plot(r, path):
                                                      r["mb_moved"], r["rebalance_s"])
     if r.get("tput_drop_pct") is not None:
         title += ", throughput %+.0f%% during" % (-r["tput_drop_pct"])
+        if not steady(r):
+            title += "\n(the load was not steady before: throughput CV %.0f%%; not a drop figure)" % (
+                r["tput_before_cv_pct"])
     if r["system"] == "ours-rdma":
         title += "\nSoftRoCE in a QEMU guest under emulation: correctness and phases, not speed"
     ax.set_title(title, fontsize=11)
@@ -361,7 +403,9 @@ def plot(r, path):
     ax.set_xlabel("seconds since rebalance start")
     ax.set_ylim(bottom=0)
     ax.legend(loc="upper left", fontsize=7, ncol=4)
-    ms = r["_marks"].get("measure_start", {}).get("t")
+    # Not measured: everything before the "before" window (the warm-up and
+    # any wait for a steady load).
+    ms = rs - BEFORE if "measure_start" in r["_marks"] else None
     if r.get("load") == "none":
         ms = None   # no client warm-up to shade
     x0 = min(t) - 1 if t else (min(x["t"] for x in sj) - rs if sj else -1)
@@ -388,6 +432,12 @@ def plot(r, path):
     fig.savefig(path, dpi=80)
     plt.close(fig)
     return True
+
+
+def steady(r):
+    """Whether the client load was steady before the rebalance (unknown: yes)."""
+    cv = r.get("tput_before_cv_pct")
+    return cv is None or cv <= STEADY_CV
 
 
 def fmt(v, suffix="", digits=None):
@@ -465,6 +515,8 @@ def main():
     row("client ops/s before", lambda r: fmt(r["tput_before"]))
     row("client ops/s during", lambda r: fmt(r["tput_during"]))
     row("client ops/s after", lambda r: fmt(r["tput_after"]))
+    row("client ops/s before: variation (CV)", lambda r: fmt(r.get("tput_before_cv_pct"), " %", 1)
+        + (" (not steady)" if not steady(r) else ""))
     row("throughput drop during", lambda r: fmt(r["tput_drop_pct"], " %", 1))
     row("p99 before (us)", lambda r: fmt(r["p99_before_us"]))
     row("p99 during (us, mean / worst second)",
@@ -551,6 +603,14 @@ def main():
                 ratio = a / b if a and b else None
                 g("%s main-thread CPU per GB >= 10x less" % who, bool(ratio and ratio >= 10),
                   fmt(ratio, "x", 1))
+        elif not steady(ours):
+            L.append("- throughput drop < 10%%, p99 during < 2x before: not judged: the client "
+                     "load was not steady before the rebalance (throughput CV %s, over %s %%); "
+                     "measured %s and %s" % (
+                         fmt(ours["tput_before_cv_pct"], " %", 1), fmt(STEADY_CV),
+                         fmt(ours["tput_drop_pct"], " %", 1),
+                         fmt((ours["p99_during_us"] or 0) / ours["p99_before_us"]
+                             if ours["p99_before_us"] else None, "x", 2)))
         else:
             g("throughput drop < 10%", (ours["tput_drop_pct"] or 0) < 10,
               fmt(ours["tput_drop_pct"], " %", 1))
@@ -566,4 +626,6 @@ def main():
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 5 and sys.argv[1] == "steady":
+        sys.exit(steady_main(sys.argv[2:]))
     main()
