@@ -96,12 +96,21 @@ render() { # dir: renders the report of stock-p1000 and ours-tcp there
         python3 "$report" >/dev/null 2>"$1/stderr"
 }
 
-out="$work/unsteady"
+# scenario NAME OURS_BEFORE...: stock-p1000 with a steady load and a 20 s
+# rebalance, ours-tcp with the given 20 s before its 3 s rebalance; the
+# report rendered into $work/NAME. Returns render's status.
+scenario() {
+    out="$work/$1"
+    shift
+    # shellcheck disable=SC2086
+    make_system "$out" stock-p1000 20 $flat $during $during $during $during $during $after
+    # shellcheck disable=SC2086
+    make_system "$out" ours-tcp 3 "$@" $during $after
+    render "$out"
+}
+
 # shellcheck disable=SC2086
-make_system "$out" stock-p1000 20 $flat $during $during $during $during $during $after
-# shellcheck disable=SC2086
-make_system "$out" ours-tcp 3 $rising $during $after
-if ! render "$out"; then
+if ! scenario unsteady $rising; then
     err "report renders" "$(cat "$out/stderr")"
 elif grep -q 'not judged: the client load was not steady' "$out/report.md" &&
      ! grep -q 'throughput drop < 10%: met' "$out/report.md" &&
@@ -123,12 +132,8 @@ else
         "$(grep 'variation' "$out/report.md")"
 fi
 
-out="$work/steady"
 # shellcheck disable=SC2086
-make_system "$out" stock-p1000 20 $flat $during $during $during $during $during $after
-# shellcheck disable=SC2086
-make_system "$out" ours-tcp 3 $flat $during $after
-if ! render "$out"; then
+if ! scenario steady $flat; then
     err "report renders (steady)" "$(cat "$out/stderr")"
 elif grep -q 'throughput drop < 10%: NOT met (30.0 %)' "$out/report.md" &&
      grep -q 'p99 during < 2x before: NOT met (2.00x)' "$out/report.md" &&
