@@ -6,8 +6,9 @@
 #     one and one with too few samples yet;
 #   - the rendered report says "not judged" for a before window that
 #     climbs (a client still warming up, which once printed "met" for a
-#     drop of -91 %), and met / NOT met with the right figures for a
-#     steady one;
+#     drop of -91 %) while still judging the speed and the failed
+#     requests, and met / NOT met with the right figures for a steady
+#     one;
 #   - results.json carries each system's tput_before_cv_pct.
 #
 # Prints one "[ok]: name" or "[err]: name" line per test; exits non-zero on
@@ -115,8 +116,9 @@ if ! scenario unsteady $rising; then
 elif grep -q 'not judged: the client load was not steady' "$out/report.md" &&
      ! grep -q 'throughput drop < 10%: met' "$out/report.md" &&
      ! grep -q 'p99 during < 2x before: met' "$out/report.md" &&
-     grep -q 'NOT met' "$out/report.md"; then
-    ok "report: a climbing before window is not judged (and the speed still is)"
+     grep -q 'rebalance >= 20x faster: NOT met' "$out/report.md" &&
+     grep -q 'zero failed client requests: met (0)' "$out/report.md"; then
+    ok "report: a climbing before window is not judged (the speed and errors still are)"
 else
     err "report: a climbing before window is not judged" "$(grep -A6 '^Goals' "$out/report.md")"
 fi
