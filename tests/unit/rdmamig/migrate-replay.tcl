@@ -40,7 +40,11 @@ proc mr_write_all {n keys newkeys} {
             list { R $n rpush $k w1 w2; R $n lpop $k; incr sent }
             set { R $n sadd $k w1 w2; R $n srem $k w1; incr sent }
             zset { R $n zadd $k 1.5 w1; R $n zincrby $k 2 w1; incr sent }
-            hash { R $n hset $k wf wv; R $n hset $k wf wx; R $n hincrby $k wn 3; incr sent 2 }
+            hash {
+                # The counter's name has a space: mg_fill's random fields
+                # never do, so none of them can hold a non-number there.
+                R $n hset $k wf wv; R $n hset $k wf wx; R $n hincrby $k {replay counter} 3; incr sent 2
+            }
             stream { R $n xadd $k * wf wv; R $n xadd $k * wf2 wv2; incr sent }
             none { continue }
         }
