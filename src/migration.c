@@ -3437,11 +3437,40 @@ static void migrationDebugCorruptCommand(client *c) {
     addReply(c, shared.ok);
 }
 
-/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET, and MIGRATION-CORRUPT. */
+/* DEBUG MIGRATION-CUT: shut the running migration's TCP data connection
+ * down (both directions) on this node, without telling the migration, as a
+ * cut network ends it: tests watch both nodes find out and roll back. */
+static void migrationDebugCutCommand(client *c) {
+    migSession *s = mig;
+    int cut = 0;
+
+    if (s == NULL) {
+        addReplyError(c, "no migration is running on this node");
+        return;
+    }
+    pthread_mutex_lock(&s->lock);
+    if (s->data_fd != -1) cut = shutdown(s->data_fd, SHUT_RDWR) == 0;
+    pthread_mutex_unlock(&s->lock);
+    if (!cut) {
+        addReplyErrorFormat(c, "the migration (phase %s) has no TCP data "
+                            "connection to cut", migPhaseName[s->phase]);
+        return;
+    }
+    serverLog(LL_WARNING, "Slot migration: DEBUG MIGRATION-CUT: the data "
+              "connection is shut down");
+    addReply(c, shared.ok);
+}
+
+/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET, MIGRATION-CORRUPT and
+ * MIGRATION-CUT. */
 void migrationDebugCommand(client *c) {
     long long ms;
     if (!strcasecmp(c->argv[1]->ptr, "migration-corrupt")) {
         migrationDebugCorruptCommand(c);
+        return;
+    }
+    if (!strcasecmp(c->argv[1]->ptr, "migration-cut")) {
+        migrationDebugCutCommand(c);
         return;
     }
     if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {

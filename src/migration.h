@@ -42,8 +42,8 @@ void migrationSlotWanted(int slot);
 /* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
 sds migrationGenInfo(sds info);
 
-/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET and DEBUG MIGRATION-CORRUPT
- * (tests). */
+/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET, DEBUG MIGRATION-CORRUPT and
+ * DEBUG MIGRATION-CUT (tests). */
 void migrationDebugCommand(struct client *c);
 
 #endif

@@ -6,10 +6,13 @@
 # IMPORTING. Checked for CANCEL on the donor (transfer, and handover: the
 # recipient then drops keys it had linked, in slices) and on the
 # recipient (patch), a TIMEOUT shorter than the migration, the recipient
-# killed mid-transfer, and bad data found by the recipient (DEBUG
-# MIGRATION-CORRUPT: a damaged block header or manifest fails the import;
-# random damage never crashes a node). A CANCEL after the handover is
-# refused and the migration completes. After the faults a migration
+# killed mid-transfer, the donor killed in the transfer, patch and
+# handover phases (the recipient rolls back by itself), the data
+# connection cut on either node (DEBUG MIGRATION-CUT) and the donor's
+# connection to the recipient killed, and bad data found by the recipient
+# (DEBUG MIGRATION-CORRUPT: a damaged block header or manifest fails the
+# import; random damage never crashes a node). A CANCEL after the handover
+# is refused and the migration completes. After the faults a migration
 # succeeds.
 #
 # Replication: with one replica per master, the recipient's replica gets
@@ -199,6 +202,92 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             R 1 cluster setslots stable {*}$F
         }
         assert_equal {} [lrange $open 0 2] "[llength $open] slots open"
+    }
+
+    # The donor SIGKILLed, restarted from the RDB it saved just before the
+    # migration. Before the handover (the transfer; its end, while the
+    # recipient patches; after RDMADONE, with every key linked on the
+    # recipient) the recipient rolls back by itself when the donor's
+    # connection closes, and the donor comes back with every key and slot.
+    foreach phase {transfer patch handover} {
+        test "RDMAMIGRATESLOTS: the donor killed in the $phase phase, the recipient rolls back by itself" {
+            set before [mg_fault_before $F $fkeys]
+            R 0 save
+            set rd [mg_start_held $F $phase 3000]
+            exec kill -9 [srv 0 pid]
+            catch {$rd read}
+            catch {$rd close}
+            wait_for_condition 200 50 {
+                [dict get [mg_status 1] state] eq {idle}
+            } else {
+                fail "the recipient's import did not end: [mg_status 1]"
+            }
+            assert_equal failed [dict get [mg_status 1] last_status]
+            wait_for_condition 100 50 {
+                [R 1 dbsize] == [dict get $before size1]
+            } else {
+                fail "the recipient holds [R 1 dbsize] keys, [dict get $before size1] before"
+            }
+            assert_equal [dict get $before digest1] [R 1 debug digest]
+            mg_assert_counts 1 [dict map {s c} [dict get $before counts] {expr 0}]
+            assert_equal [dict get $before own1] [mg_own_slots 1]
+            assert_equal {} [mg_open_slots 1]
+            restart_server 0 true false
+            mg_fast_clients
+            mg_wait_converged
+            assert_equal [dict get $before own0] [mg_own_slots 0]
+            assert_equal {} [mg_open_slots 0]
+            assert_equal [dict get $before digest0] [R 0 debug digest]
+            mg_assert_counts 0 [dict get $before counts]
+            mg_assert_owner 0 $F
+        }
+    }
+
+    # Cut connections: the TCP data connection shut down (DEBUG
+    # MIGRATION-CUT) on the donor before and during the transfer, or on the
+    # recipient during it; the donor's Redis connection to the recipient
+    # killed (CLIENT KILL on the recipient). Both nodes find out and roll
+    # back; nobody waits for the migration's timeout.
+    foreach {node phase} {0 prepare 0 transfer 1 transfer} {
+        set who [lindex {donor recipient} $node]
+        test "RDMAMIGRATESLOTS: the data connection cut on the $who in the $phase phase, both roll back" {
+            set before [mg_fault_before $F $fkeys]
+            set rd [mg_start_held $F $phase 2000 timeout 60000]
+            set t0 [clock milliseconds]
+            assert_equal OK [R $node debug migration-cut]
+            mg_held_error $rd {migration failed in (prepare|transfer|patch)}
+            assert {[clock milliseconds] - $t0 < 20000}
+            mg_assert_rolled_back $before $F failed
+        }
+    }
+
+    test {DEBUG MIGRATION-CUT without a data connection is refused} {
+        mg_assert_err {no migration is running} {R 0 debug migration-cut}
+        mg_assert_err {syntax|wrong number|unknown subcommand} {R 0 debug migration-cut now}
+        set rd [mg_start_held $F delete 1000]
+        mg_assert_err {phase delete.*no TCP data connection} {R 0 debug migration-cut}
+        set reply [$rd read]
+        $rd close
+        R 0 debug migration-delay reset
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
+        mg_wait_converged
+    }
+
+    test {RDMAMIGRATESLOTS: the donor's connection to the recipient killed mid-transfer, both roll back} {
+        set before [mg_fault_before $F $fkeys]
+        set rd [mg_start_held $F transfer 2000]
+        set killed 0
+        foreach line [split [R 1 client list] "\n"] {
+            if {[regexp {^id=([0-9]+) .* cmd=(initrdmaserver|rdmaregister) } $line -> id]} {
+                assert_equal 1 [R 1 client kill id $id]
+                incr killed
+            }
+        }
+        assert_equal 1 $killed
+        mg_held_error $rd {migration failed in (transfer|patch)}
+        mg_assert_rolled_back $before $F failed
+        assert_match "*connection closed*" [dict get [mg_status 1] last_error]
     }
 
     test {RDMAMIGRATESLOTS AUTH/AUTH2: the donor authenticates on the recipient} {
