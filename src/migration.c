@@ -1188,6 +1188,8 @@ static int migDonorPrepareSlice(migSession *s) {
 }
 
 /* Handover (phase 6), here: the recipient owns the slots now. */
+static void migGiveSlots(const unsigned char *bitmap);
+
 static int migDonorHandoverSlice(migSession *s) {
     clusterNode *n = clusterLookupNode(s->target, CLUSTER_NAMELEN);
     if (n == NULL) {
@@ -1198,6 +1200,8 @@ static int migDonorHandoverSlice(migSession *s) {
     } else {
         clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, n, s->bitmap);
     }
+    /* Saved in nodes.conf with the new owner (same write, fsynced). */
+    migGiveSlots(s->bitmap);
     s->handed_over = 1;
     s->write_pause_ms += slotThaw();
     migHeldStats(s);
@@ -1377,6 +1381,125 @@ int migrationDeletesSlot(int slot) {
     return s && s->role == MIG_ROLE_DONOR && migSlotIsSet(s->bitmap, slot) &&
            (s->phase == MIG_PHASE_PATCH || s->phase == MIG_PHASE_HANDOVER ||
             s->phase == MIG_PHASE_DELETE);
+}
+
+/* ================ Slots given away, remembered in nodes.conf ================ */
+
+/* The slots this node handed over as a donor (phase 6) and has not owned
+ * again since. A donor that dies after its handover comes back from an RDB
+ * or AOF that may still hold its copies of those slots' keys (its delete
+ * phase had not finished, or had not reached the disk). Upstream's startup
+ * check (verifyClusterConfigWithData) would mark such a slot IMPORTING:
+ * the stale copies would then be served to ASKING clients and could be
+ * moved back over the owner's newer keys by `redis-cli --cluster fix`.
+ * So the set is saved in nodes.conf, as a "migration-given-slots" variable
+ * of its vars line, in the same write (fsynced) as the new owner, and at
+ * startup the keys of those slots, if another node owns them and this one
+ * does not import them, are deleted (migrationDropStaleCopies). A slot
+ * leaves the set once this node owns it again (at the next save). */
+static unsigned char migGiven[CLUSTER_SLOTS / 8];
+
+static void migGiveSlots(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migGiven[j] |= bitmap[j];
+}
+
+/* The slots of bitmap as "0-499,600" appended to s. */
+static sds migCatRanges(sds s, const unsigned char *bitmap) {
+    sds *ranges = NULL;
+    int n = 0;
+
+    migAppendRanges(bitmap, &ranges, &n);
+    for (int j = 0; j < n; j++) {
+        if (j) s = sdscatlen(s, ",", 1);
+        s = sdscatsds(s, ranges[j]);
+    }
+    migFreeArgv(ranges, n);
+    return s;
+}
+
+/* clusterSaveConfig(): append " migration-given-slots <ranges>" to the vars
+ * line, for the given slots this node does not own (again). */
+sds migrationConfigVars(sds ci) {
+    int any = 0;
+
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(migGiven, slot)) continue;
+        /* (Not while its handover is under way: with the recipient
+         * unknown here, its claim arrives later through the bus.) */
+        if (server.cluster->slots[slot] == server.cluster->myself && !migrationDeletesSlot(slot))
+            migGiven[slot >> 3] &= ~(1 << (slot & 7));
+        else
+            any = 1;
+    }
+    if (!any) return ci;
+    return migCatRanges(sdscat(ci, " migration-given-slots "), migGiven);
+}
+
+/* clusterLoadConfig(): a variable of the vars line. Returns 1 if it is
+ * ours. A value that does not parse is logged and ignored: the startup
+ * check then treats the slots as upstream does (nothing is deleted). */
+int migrationLoadConfigVar(const char *name, const char *value) {
+    unsigned char bitmap[CLUSTER_SLOTS / 8] = {0};
+    const char *p = value;
+
+    if (strcasecmp(name, "migration-given-slots")) return 0;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || a < 0 || a >= CLUSTER_SLOTS) goto bad;
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1 || b < a || b >= CLUSTER_SLOTS) goto bad;
+            p = end;
+        }
+        for (long s = a; s <= b; s++) bitmap[s >> 3] |= 1 << (s & 7);
+        if (*p == ',') p++;
+        else if (*p) goto bad;
+    }
+    memcpy(migGiven, bitmap, sizeof(migGiven));
+    return 1;
+
+bad:
+    serverLog(LL_WARNING, "Slot migration: ignoring nodes.conf variable "
+              "migration-given-slots '%s': not a list of slots and ranges", value);
+    return 1;
+}
+
+/* verifyClusterConfigWithData(), at startup, before upstream's check: the
+ * keys loaded for a slot this node gave away, that another node owns and
+ * this one does not import, are stale copies: delete them (DELs to the
+ * AOF, as the delete phase would have) and release their slots' blocks. */
+void migrationDropStaleCopies(void) {
+    redisDb *db = &server.db[0];
+    unsigned char done[CLUSTER_SLOTS / 8] = {0};
+    unsigned long long dropped = 0;
+    int slots = 0, prev;
+
+    if (nodeIsSlave(server.cluster->myself)) return;
+    prev = migPropagateBegin();
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        clusterNode *owner = server.cluster->slots[slot];
+        if (!migSlotIsSet(migGiven, slot) || countKeysInSlot(slot) == 0 ||
+            owner == NULL || owner == server.cluster->myself ||
+            server.cluster->importing_slots_from[slot] != NULL) continue;
+        dictEntry *de;
+        while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
+            migDeleteKey(db, slot, de, MIG_DEL_SYNC, NULL);
+            dropped++;
+        }
+        migReleaseIfEmpty(slot);
+        done[slot >> 3] |= 1 << (slot & 7);
+        slots++;
+    }
+    migPropagateEnd(prev);
+    if (slots == 0) return;
+    sds list = migCatRanges(sdsempty(), done);
+    serverLog(LL_WARNING, "Slot migration: this node handed slots %s over to "
+              "other nodes before it stopped; the %llu keys loaded from disk "
+              "for them were stale copies and are deleted (%d slots)",
+              list, dropped, slots);
+    sdsfree(list);
 }
 
 /* Rollback before the handover: thaw, let go of the manifests. */

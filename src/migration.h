@@ -27,6 +27,12 @@ void migrationReplyUnblocked(struct client *c);
 /* cluster.c: a slot lost to the cluster bus whose keys the migration
  * deletes itself (with DELs to replicas and AOF). */
 int migrationDeletesSlot(int slot);
+/* cluster.c, nodes.conf and startup: the slots this node handed over as a
+ * donor ("migration-given-slots" on the vars line), and the stale copies
+ * of their keys a restart loaded, deleted before upstream's check. */
+sds migrationConfigVars(sds ci);
+int migrationLoadConfigVar(const char *name, const char *value);
+void migrationDropStaleCopies(void);
 /* clustersetslots.c: a slot of the running import. */
 int migrationImportsSlot(int slot);
 

@@ -82,6 +82,15 @@ proc mg_open_slots {n} {
     regexp -all -inline {\[[0-9]+-[<>]-[0-9a-f]+\]} [mg_myself $n]
 }
 
+# The text of node n's nodes.conf.
+proc mg_nodes_conf {n} {
+    set path [file join [lindex [R $n config get dir] 1] [lindex [R $n config get cluster-config-file] 1]]
+    set fd [open $path r]
+    set text [read $fd]
+    close $fd
+    return $text
+}
+
 proc mg_info {n field} {
     getInfoProperty [R $n info migration] $field
 }

@@ -12,8 +12,9 @@
 # connection to the recipient killed, and bad data found by the recipient
 # (DEBUG MIGRATION-CORRUPT: a damaged block header or manifest fails the
 # import; random damage never crashes a node). A CANCEL after the handover
-# is refused and the migration completes. After the faults a migration
-# succeeds.
+# is refused and the migration completes. A donor killed after the
+# handover comes back (from its RDB or its AOF) without the stale copies
+# of the keys it handed over. After the faults a migration succeeds.
 #
 # Replication: with one replica per master, the recipient's replica gets
 # the moved keys, the donor's replica drops them, and the recipient's
@@ -288,6 +289,79 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_held_error $rd {migration failed in (transfer|patch)}
         mg_assert_rolled_back $before $F failed
         assert_match "*connection closed*" [dict get [mg_status 1] last_error]
+    }
+
+    # After the handover the slots are the recipient's: killed before it
+    # deleted anything, the donor comes back from its RDB or AOF with stale
+    # copies of every key of those slots. It must neither serve them (not
+    # even to ASKING: no IMPORTING slot) nor keep them, nor let them come
+    # back later: with an AOF, a key the owner deletes meanwhile must stay
+    # deleted once the slots return to the donor and it restarts again
+    # (its startup deletions reached the AOF).
+    foreach persistence {rdb aof} {
+        test "RDMAMIGRATESLOTS: the donor killed after the handover comes back without the slots' stale keys ($persistence)" {
+            set snap [mg_snapshot 0 $fkeys]
+            set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+            # One more key, that the owner deletes while the donor is down.
+            set gone [lindex [mg_names gone:$persistence 1 $Fset] 0]
+            R 0 set $gone v
+            set logged [count_log_message 0 "keys loaded from disk for them were stale copies"]
+            if {$persistence eq {aof}} {
+                R 0 config set appendonly yes
+                R 0 config rewrite
+                wait_for_condition 100 100 {
+                    [status [Rn 0] aof_rewrite_in_progress] == 0 &&
+                    [status [Rn 0] aof_rewrite_scheduled] == 0
+                } else {
+                    fail "the AOF rewrite did not end"
+                }
+            } else {
+                R 0 save
+            }
+            set rd [mg_start_held $F delete 3000]
+            exec kill -9 [srv 0 pid]
+            catch {$rd read}
+            catch {$rd close}
+            mg_wait_idle 1
+            assert_equal ok [dict get [mg_status 1] last_status]
+            assert_equal 1 [R 1 del $gone]
+            restart_server 0 true false
+            mg_fast_clients
+            mg_wait_converged
+            mg_assert_owner 1 $F
+            mg_assert_keys 1 $snap
+            set open [mg_open_slots 0]
+            assert_equal {} [lrange $open 0 2] "[llength $open] slots open on the donor"
+            mg_assert_counts 0 $zeros
+            mg_assert_absent 0 [concat $fkeys [list $gone]]
+            assert_equal [expr {$logged + 1}] [count_log_message 0 "over to other nodes before it stopped; the [expr {[llength $fkeys] + 1}] keys loaded from disk for them were stale copies"]
+            assert_match "* migration-given-slots 0-499,600*" [mg_nodes_conf 0]
+            # Killed again before it saved anything: the stale copies stay
+            # dropped.
+            exec kill -9 [srv 0 pid]
+            restart_server 0 true false
+            mg_fast_clients
+            mg_wait_converged
+            mg_assert_counts 0 $zeros
+            # And back (for the next tests too): owned again, the slots
+            # leave the list.
+            mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
+            mg_assert_keys 0 $snap
+            mg_wait_converged
+            R 0 cluster saveconfig
+            assert_no_match "*migration-given-slots*" [mg_nodes_conf 0]
+            if {$persistence eq {aof}} {
+                # Restarted from the AOF alone: the deleted key stays gone.
+                exec kill -9 [srv 0 pid]
+                restart_server 0 true false
+                mg_fast_clients
+                mg_wait_converged
+                assert_equal [string repeat 0 40] [R 0 debug digest-value $gone]
+                mg_assert_keys 0 $snap
+                R 0 config set appendonly no
+                R 0 config rewrite
+            }
+        }
     }
 
     test {RDMAMIGRATESLOTS AUTH/AUTH2: the donor authenticates on the recipient} {
