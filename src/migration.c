@@ -1385,22 +1385,32 @@ int migrationDeletesSlot(int slot) {
 
 /* ================ Slots given away, remembered in nodes.conf ================ */
 
-/* The slots this node handed over as a donor (phase 6) and has not owned
- * again since. A donor that dies after its handover comes back from an RDB
- * or AOF that may still hold its copies of those slots' keys (its delete
- * phase had not finished, or had not reached the disk). Upstream's startup
- * check (verifyClusterConfigWithData) would mark such a slot IMPORTING:
- * the stale copies would then be served to ASKING clients and could be
- * moved back over the owner's newer keys by `redis-cli --cluster fix`.
- * So the set is saved in nodes.conf, as a "migration-given-slots" variable
- * of its vars line, in the same write (fsynced) as the new owner, and at
- * startup the keys of those slots, if another node owns them and this one
- * does not import them, are deleted (migrationDropStaleCopies). A slot
- * leaves the set once this node owns it again (at the next save). */
+/* The slots this node handed over as a donor (phase 6), or that its shard
+ * lost to another node's newer claim (on a replica: its master's slots;
+ * clusterUpdateSlotsConfigWith), and that the shard has not owned again
+ * since. A donor that dies after its handover comes back from an RDB or
+ * AOF that may still hold its copies of those slots' keys (its delete
+ * phase had not finished, or had not reached the disk), and its replica,
+ * promoted, holds the copies its master had not deleted yet. Upstream's
+ * startup check (verifyClusterConfigWithData) would mark such a slot
+ * IMPORTING: the stale copies would then be served to ASKING clients and
+ * could be moved back over the owner's newer keys by `redis-cli --cluster
+ * fix`. So the set is saved in nodes.conf, as a "migration-given-slots"
+ * variable of its vars line, in the same write (fsynced) as the new owner,
+ * and at startup, or when a replica takes its master's place, the keys of
+ * those slots, if another node owns them and this one does not import
+ * them, are deleted (migrationDropStaleCopies). A slot leaves the set once
+ * this node or its master owns it again (at the next save). */
 static unsigned char migGiven[CLUSTER_SLOTS / 8];
 
 static void migGiveSlots(const unsigned char *bitmap) {
     for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migGiven[j] |= bitmap[j];
+}
+
+/* clusterUpdateSlotsConfigWith(): a slot of this node's shard (its own, or
+ * its master's) now belongs to another node. */
+void migrationSlotLost(int slot) {
+    migGiven[slot >> 3] |= 1 << (slot & 7);
 }
 
 /* The slots of bitmap as "0-499,600" appended to s. */
@@ -1418,15 +1428,17 @@ static sds migCatRanges(sds s, const unsigned char *bitmap) {
 }
 
 /* clusterSaveConfig(): append " migration-given-slots <ranges>" to the vars
- * line, for the given slots this node does not own (again). */
+ * line, for the given slots this node's shard does not own (again). */
 sds migrationConfigVars(sds ci) {
+    clusterNode *me = server.cluster->myself;
     int any = 0;
 
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         if (!migSlotIsSet(migGiven, slot)) continue;
+        clusterNode *owner = server.cluster->slots[slot];
         /* (Not while its handover is under way: with the recipient
          * unknown here, its claim arrives later through the bus.) */
-        if (server.cluster->slots[slot] == server.cluster->myself && !migrationDeletesSlot(slot))
+        if (owner && (owner == me || owner == me->slaveof) && !migrationDeletesSlot(slot))
             migGiven[slot >> 3] &= ~(1 << (slot & 7));
         else
             any = 1;
@@ -1466,10 +1478,13 @@ bad:
     return 1;
 }
 
-/* verifyClusterConfigWithData(), at startup, before upstream's check: the
- * keys loaded for a slot this node gave away, that another node owns and
+/* A master's keys of a slot its shard gave away, that another node owns and
  * this one does not import, are stale copies: delete them (DELs to the
- * AOF, as the delete phase would have) and release their slots' blocks. */
+ * replicas and AOF, as the delete phase would have) and release their
+ * slots' blocks. Called at startup (verifyClusterConfigWithData, before
+ * upstream's check) and when a replica takes over from its master
+ * (clusterFailoverReplaceYourMaster), at once, as upstream deletes the
+ * keys of a slot it lost. */
 void migrationDropStaleCopies(void) {
     redisDb *db = &server.db[0];
     unsigned char done[CLUSTER_SLOTS / 8] = {0};
@@ -1477,12 +1492,18 @@ void migrationDropStaleCopies(void) {
     int slots = 0, prev;
 
     if (nodeIsSlave(server.cluster->myself)) return;
+    if (migClientsPaused()) {
+        serverLog(LL_WARNING, "Slot migration: clients are paused: the stale "
+                  "copies of slots given away, if any, are deleted at the next start");
+        return;
+    }
     prev = migPropagateBegin();
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         clusterNode *owner = server.cluster->slots[slot];
         if (!migSlotIsSet(migGiven, slot) || countKeysInSlot(slot) == 0 ||
             owner == NULL || owner == server.cluster->myself ||
-            server.cluster->importing_slots_from[slot] != NULL) continue;
+            server.cluster->importing_slots_from[slot] != NULL ||
+            migrationImportsSlot(slot)) continue;
         dictEntry *de;
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
             migDeleteKey(db, slot, de, MIG_DEL_SYNC, NULL);
@@ -1495,10 +1516,13 @@ void migrationDropStaleCopies(void) {
     migPropagateEnd(prev);
     if (slots == 0) return;
     sds list = migCatRanges(sdsempty(), done);
-    serverLog(LL_WARNING, "Slot migration: this node handed slots %s over to "
-              "other nodes before it stopped; the %llu keys loaded from disk "
-              "for them were stale copies and are deleted (%d slots)",
-              list, dropped, slots);
+    if (sdslen(list) > 512) {   /* A log line holds 1 KB. */
+        sdsrange(list, 0, 511);
+        list = sdscat(list, "...");
+    }
+    serverLog(LL_WARNING, "Slot migration: deleted %llu stale keys of %d slots "
+              "handed over to other nodes (by this node or its former "
+              "master): %s", dropped, slots, list);
     sdsfree(list);
 }
 

@@ -27,10 +27,12 @@ void migrationReplyUnblocked(struct client *c);
 /* cluster.c: a slot lost to the cluster bus whose keys the migration
  * deletes itself (with DELs to replicas and AOF). */
 int migrationDeletesSlot(int slot);
-/* cluster.c, nodes.conf and startup: the slots this node handed over as a
- * donor ("migration-given-slots" on the vars line), and the stale copies
- * of their keys a restart loaded, deleted before upstream's check. */
+/* cluster.c, nodes.conf, startup and failover: the slots this node's shard
+ * handed over ("migration-given-slots" on the vars line), and the stale
+ * copies of their keys, deleted when a master starts or a replica takes
+ * over. */
 sds migrationConfigVars(sds ci);
+void migrationSlotLost(int slot);
 int migrationLoadConfigVar(const char *name, const char *value);
 void migrationDropStaleCopies(void);
 /* clustersetslots.c: a slot of the running import. */

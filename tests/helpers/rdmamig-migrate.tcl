@@ -82,6 +82,17 @@ proc mg_open_slots {n} {
     regexp -all -inline {\[[0-9]+-[<>]-[0-9a-f]+\]} [mg_myself $n]
 }
 
+# {host port} of the master node n's CLUSTER SLOTS gives slot to ({} if
+# none).
+proc mg_slot_owner {n slot} {
+    foreach r [R $n cluster slots] {
+        if {$slot >= [lindex $r 0] && $slot <= [lindex $r 1]} {
+            return [lrange [lindex $r 2] 0 1]
+        }
+    }
+    return {}
+}
+
 # The text of node n's nodes.conf.
 proc mg_nodes_conf {n} {
     set path [file join [lindex [R $n config get dir] 1] [lindex [R $n config get cluster-config-file] 1]]

@@ -18,7 +18,9 @@
 #
 # Replication: with one replica per master, the recipient's replica gets
 # the moved keys, the donor's replica drops them, and the recipient's
-# replica, promoted by CLUSTER FAILOVER, serves them all.
+# replica, promoted by CLUSTER FAILOVER, serves them all. A donor killed
+# after its handover: its replica, promoted, deletes the copies it holds
+# of the slots given away, and so does the donor when it restarts.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -305,7 +307,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             # One more key, that the owner deletes while the donor is down.
             set gone [lindex [mg_names gone:$persistence 1 $Fset] 0]
             R 0 set $gone v
-            set logged [count_log_message 0 "keys loaded from disk for them were stale copies"]
+            set logged [count_log_message 0 "Slot migration: deleted .* stale keys of"]
             if {$persistence eq {aof}} {
                 R 0 config set appendonly yes
                 R 0 config rewrite
@@ -334,7 +336,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             assert_equal {} [lrange $open 0 2] "[llength $open] slots open on the donor"
             mg_assert_counts 0 $zeros
             mg_assert_absent 0 [concat $fkeys [list $gone]]
-            assert_equal [expr {$logged + 1}] [count_log_message 0 "over to other nodes before it stopped; the [expr {[llength $fkeys] + 1}] keys loaded from disk for them were stale copies"]
+            assert_equal [expr {$logged + 1}] [count_log_message 0 "Slot migration: deleted [expr {[llength $fkeys] + 1}] stale keys of "]
             assert_match "* migration-given-slots 0-499,600*" [mg_nodes_conf 0]
             # Killed again before it saved anything: the stale copies stay
             # dropped.
@@ -554,5 +556,54 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 3 set $k written-after-failover
         assert_equal written-after-failover [R 3 get $k]
         mg_cluster_check 3
+    }
+
+    # Node 3 (master, node 1 its replica) gives F to node 0 and is killed
+    # before it deleted anything: node 1, which holds node 3's copies of
+    # F, takes over (TAKEOVER: one master left to vote) and deletes them at
+    # once. Node 3 comes back with its own copies, deletes them at startup
+    # and turns into node 1's replica.
+    test {RDMAMIGRATESLOTS with replicas: the donor killed after the handover, its replica takes over without the slots' stale keys} {
+        set snap [mg_snapshot 3 $fkeys]
+        set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+        wait_for_ofs_sync [Rn 3] [Rn 1]
+        R 3 debug migration-delay delete 3000
+        set rd [mg_migrate_deferred 3 0 $F]
+        mg_wait_phase 3 delete
+        # The replica saw node 0 claim the slots.
+        wait_for_condition 100 50 {
+            [lindex [mg_slot_owner 1 [lindex [mg_expand $F] 0]] 1] == [srv 0 port]
+        } else {
+            fail "node 1 does not see node 0 own the slots: [mg_slot_owner 1 [lindex [mg_expand $F] 0]]"
+        }
+        mg_assert_counts 1 [mg_expected_counts $F $fkeys]
+        exec kill -9 [srv -3 pid]
+        catch {$rd read}
+        catch {$rd close}
+        mg_wait_idle 0
+        assert_equal OK [R 1 cluster failover takeover]
+        wait_for_condition 100 100 {
+            [s -1 role] eq {master}
+        } else {
+            fail "node 1 did not take over from node 3"
+        }
+        mg_assert_counts 1 $zeros
+        assert_equal {} [mg_open_slots 1]
+        assert_equal 1 [count_log_message -1 "Slot migration: deleted [llength $fkeys] stale keys of "]
+        restart_server -3 true false
+        mg_fast_clients
+        wait_for_condition 100 100 {
+            [s -3 role] eq {slave} && [s -3 master_link_status] eq {up}
+        } else {
+            fail "node 3 did not turn into a replica"
+        }
+        mg_wait_converged
+        mg_assert_owner 0 $F
+        mg_assert_keys 0 $snap
+        mg_assert_counts 3 $zeros
+        assert_equal {} [mg_open_slots 3]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        assert_equal [R 1 debug digest] [R 3 debug digest]
+        mg_cluster_check 0
     }
 }
