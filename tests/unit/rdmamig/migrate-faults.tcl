@@ -14,7 +14,8 @@
 # import; random damage never crashes a node). A CANCEL after the handover
 # is refused and the migration completes. A donor killed after the
 # handover comes back (from its RDB or its AOF) without the stale copies
-# of the keys it handed over. After the faults a migration succeeds.
+# of the keys it handed over; a recipient killed after the handover comes
+# back from its AOF with every key. After the faults a migration succeeds.
 #
 # Replication: with one replica per master, the recipient's replica gets
 # the moved keys, the donor's replica drops them, and the recipient's
@@ -357,6 +358,41 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 R 0 config rewrite
             }
         }
+    }
+
+    # The recipient killed right after the handover, restarted from its AOF
+    # alone: the keys it adopted reached its AOF (as RESTOREs) before it
+    # answered the handover, so it owns the slots and has every key; the
+    # donor completes its migration without it.
+    test {RDMAMIGRATESLOTS: the recipient killed after the handover comes back from its AOF with every key} {
+        set snap [mg_snapshot 0 $fkeys]
+        R 1 config set appendonly yes
+        R 1 config rewrite
+        wait_for_condition 100 100 {
+            [status [Rn 1] aof_rewrite_in_progress] == 0 &&
+            [status [Rn 1] aof_rewrite_scheduled] == 0
+        } else {
+            fail "the AOF rewrite did not end"
+        }
+        set rd [mg_start_held $F delete 2000]
+        exec kill -9 [srv -1 pid]
+        set reply [$rd read]
+        $rd close
+        R 0 debug migration-delay reset
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_absent 0 $fkeys
+        restart_server -1 true false
+        mg_fast_clients
+        mg_wait_converged
+        mg_assert_owner 1 $F
+        mg_assert_keys 1 $snap
+        assert_equal {} [mg_open_slots 1]
+        R 1 config set appendonly no
+        R 1 config rewrite
+        # And back, for the next tests.
+        mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 0 $snap
+        mg_wait_converged
     }
 
     test {RDMAMIGRATESLOTS AUTH/AUTH2: the donor authenticates on the recipient} {
