@@ -73,6 +73,19 @@ proc mg_assert_rolled_back {before ranges last_status} {
     mg_wait_idle 1
 }
 
+# appendonly yes|no on node n, kept over a restart (CONFIG REWRITE); with
+# yes, once its first AOF is written.
+proc mg_appendonly {n yesno} {
+    R $n config set appendonly $yesno
+    R $n config rewrite
+    wait_for_condition 100 100 {
+        [status [Rn $n] aof_rewrite_in_progress] == 0 &&
+        [status [Rn $n] aof_rewrite_scheduled] == 0
+    } else {
+        fail "node $n: the AOF rewrite did not end"
+    }
+}
+
 # Starts a migration of ranges 0 -> 1 held by DEBUG MIGRATION-DELAY
 # <phase> <ms>, waits until the donor is in that phase; returns the
 # deferring client that sent it.
@@ -303,14 +316,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             R 0 set $gone v
             set logged [count_log_message 0 "Slot migration: deleted .* stale keys of"]
             if {$persistence eq {aof}} {
-                R 0 config set appendonly yes
-                R 0 config rewrite
-                wait_for_condition 100 100 {
-                    [status [Rn 0] aof_rewrite_in_progress] == 0 &&
-                    [status [Rn 0] aof_rewrite_scheduled] == 0
-                } else {
-                    fail "the AOF rewrite did not end"
-                }
+                mg_appendonly 0 yes
             } else {
                 R 0 save
             }
@@ -354,8 +360,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 mg_wait_converged
                 assert_equal [string repeat 0 40] [R 0 debug digest-value $gone]
                 mg_assert_keys 0 $snap
-                R 0 config set appendonly no
-                R 0 config rewrite
+                mg_appendonly 0 no
             }
         }
     }
@@ -366,14 +371,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # donor completes its migration without it.
     test {RDMAMIGRATESLOTS: the recipient killed after the handover comes back from its AOF with every key} {
         set snap [mg_snapshot 0 $fkeys]
-        R 1 config set appendonly yes
-        R 1 config rewrite
-        wait_for_condition 100 100 {
-            [status [Rn 1] aof_rewrite_in_progress] == 0 &&
-            [status [Rn 1] aof_rewrite_scheduled] == 0
-        } else {
-            fail "the AOF rewrite did not end"
-        }
+        mg_appendonly 1 yes
         set rd [mg_start_held $F delete 2000]
         exec kill -9 [srv -1 pid]
         set reply [$rd read]
@@ -387,8 +385,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_owner 1 $F
         mg_assert_keys 1 $snap
         assert_equal {} [mg_open_slots 1]
-        R 1 config set appendonly no
-        R 1 config rewrite
+        mg_appendonly 1 no
         # And back, for the next tests.
         mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
         mg_assert_keys 0 $snap
