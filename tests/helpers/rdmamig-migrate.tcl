@@ -82,15 +82,20 @@ proc mg_open_slots {n} {
     regexp -all -inline {\[[0-9]+-[<>]-[0-9a-f]+\]} [mg_myself $n]
 }
 
-# {host port} of the master node n's CLUSTER SLOTS gives slot to ({} if
+# {host port} of the master a CLUSTER SLOTS reply gives slot to ({} if
 # none).
-proc mg_slot_owner {n slot} {
-    foreach r [R $n cluster slots] {
+proc mg_slot_owner_in {slots slot} {
+    foreach r $slots {
         if {$slot >= [lindex $r 0] && $slot <= [lindex $r 1]} {
             return [lrange [lindex $r 2] 0 1]
         }
     }
     return {}
+}
+
+# The same, in node n's view.
+proc mg_slot_owner {n slot} {
+    mg_slot_owner_in [R $n cluster slots] $slot
 }
 
 # The text of node n's nodes.conf.
@@ -153,14 +158,9 @@ proc mg_assert_owner {owner ranges} {
     for {set j 0} {$j < [llength $::servers]} {incr j} {
         set slots [R $j cluster slots]
         foreach s [mg_expand $ranges] {
-            set ok 0
-            foreach r $slots {
-                if {$s >= [lindex $r 0] && $s <= [lindex $r 1]} {
-                    set ok [expr {[lindex $r 2 1] == $port}]
-                    break
-                }
+            if {[lindex [mg_slot_owner_in $slots $s] 1] != $port} {
+                fail "node $j does not see slot $s served by node $owner (port $port)"
             }
-            if {!$ok} { fail "node $j does not see slot $s served by node $owner (port $port)" }
         }
     }
 }
