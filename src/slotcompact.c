@@ -1152,10 +1152,143 @@ void slotCompactPin(int slot, int on) { UNUSED(slot); UNUSED(on); }
 int slotCompactIsPinned(int slot) { UNUSED(slot); return 0; }
 #endif
 
-/* DEBUG SLOTCOMPACT <slot>|ALL
+#ifdef HAVE_DEFRAG
+/* DEBUG SLOTCOMPACT CHECK: what the walk found. */
+static struct {
+    int slot;                       /* Slot of the key being walked. */
+    long long allocs;               /* Its allocations in slot blocks. */
+    long long misplaced;            /* ... in another slot's blocks. */
+    long long dead;                 /* ... not a live allocation. */
+    const void *bad;                /* The first bad one, for the reply. */
+    int bad_slot;
+    dict *reached;                  /* Every allocation walked, to find
+                                     * live ones no key reaches. */
+} chk;
+
+/* A set of pointers (DEBUG SLOTCOMPACT CHECK). */
+static uint64_t slotCompactPtrHash(const void *key) {
+    return dictGenHashFunction(&key, sizeof(key));
+}
+static dictType slotCompactPtrSetType = {
+    slotCompactPtrHash, NULL, NULL, NULL, NULL, NULL, NULL
+};
+
+/* activeDefragAlloc() target of DEBUG SLOTCOMPACT CHECK: nothing moves;
+ * each allocation of the key that lies in the allocator's range must be a
+ * live allocation of a block of the key's own slot. A stale pointer into a
+ * block (use after free) or a write placed in the wrong slot's arena is
+ * found here, before a release of that block makes it a crash. */
+static void *slotCompactCheckAlloc(void *ptr) {
+    if (!slotAllocOwns(ptr)) return NULL;
+    int s = slotAllocSlotOf(ptr);
+    chk.allocs++;
+    dictAdd(chk.reached, ptr, NULL);
+    if (s != chk.slot) {
+        if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_slot = s; }
+        chk.misplaced++;
+    } else if (slotAllocLiveSize(s, ptr) == 0) {
+        if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_slot = s; }
+        chk.dead++;
+    }
+    return NULL;
+}
+
+/* DEBUG SLOTCOMPACT CHECK
+ * Walks every key (defrag's traversal, big keys included, nothing moved)
+ * and replies a map: keys, allocs (allocations of keys in slot blocks),
+ * live_allocs (the allocator's count: more than allocs means memory in
+ * blocks no key reaches, e.g. a leak), misplaced, dead, and problem (the
+ * first bad key, or nil). A test or an operator chasing a crash runs it
+ * after a migration; it costs a full traversal of the keyspace. */
+static void slotCompactCheckCommand(client *c) {
+    long long keys = 0, misplaced = 0, dead = 0, allocs = 0, unreached = 0;
+    sds problem = NULL, first_unreached = NULL;
+    slotAllocStats st;
+    dict *reached = dictCreate(&slotCompactPtrSetType);
+
+    for (int j = 0; j < CLUSTER_SLOTS; j++) {
+        for (dictEntry *de = slotCompactFirstInSlot(j); de; de = slotCompactNextInSlot(de)) {
+            memset(&chk, 0, sizeof(chk));
+            chk.slot = j;
+            chk.reached = reached;
+            slotCompactBegin(j, slotCompactCheckAlloc, 1);
+            defragKey(&server.db[0], de);
+            slotCompactEnd();
+            /* Defrag leaves a small sorted set's dictEntries where they
+             * are (not walked), but a placed ZADD puts new ones in the
+             * slot's blocks: check them too. */
+            robj *o = dictGetVal(de);
+            if (o->type == OBJ_ZSET && o->encoding == OBJ_ENCODING_SKIPLIST) {
+                dictIterator *di = dictGetIterator(((zset *)o->ptr)->dict);
+                dictEntry *ze;
+                while ((ze = dictNext(di)) != NULL)
+                    if (!dictFind(reached, ze)) slotCompactCheckAlloc(ze);
+                dictReleaseIterator(di);
+            }
+            keys++;
+            allocs += chk.allocs;
+            misplaced += chk.misplaced;
+            dead += chk.dead;
+            if (problem == NULL && (chk.misplaced || chk.dead)) {
+                sds key = dictGetKey(de);
+                problem = sdscatprintf(sdsempty(),
+                    "key '%s' (slot %d, %s): %p is %s", key, j,
+                    getObjectTypeName(dictGetVal(de)), chk.bad,
+                    chk.misplaced ? "in another slot's blocks" : "not a live allocation");
+                if (chk.misplaced) problem = sdscatprintf(problem, " (slot %d)", chk.bad_slot);
+                serverLog(LL_WARNING, "DEBUG SLOTCOMPACT CHECK: %s", problem);
+            }
+        }
+    }
+    /* Live allocations of every slot's blocks that no key reached. */
+    for (int j = 0; j < CLUSTER_SLOTS; j++) {
+        slotAllocBlockInfo bi[64];
+        size_t nb = slotAllocSlotBlocks(j, bi, 64);
+        for (size_t b = 0; b < nb && b < 64; b++) {
+            void **ptrs = zmalloc(sizeof(void *) * (bi[b].live_allocs + 1));
+            size_t n = slotAllocBlockAllocs(bi[b].addr, ptrs, bi[b].live_allocs + 1);
+            for (size_t i = 0; i < n && i <= bi[b].live_allocs; i++) {
+                if (dictFind(reached, ptrs[i])) continue;
+                if (!unreached++) {
+                    size_t sz = zmalloc_size(ptrs[i]);
+                    first_unreached = sdscatprintf(sdsempty(),
+                        "%p (slot %d, %zu bytes: ", ptrs[i], j, sz);
+                    first_unreached = sdscatrepr(first_unreached, ptrs[i], sz < 48 ? sz : 48);
+                    first_unreached = sdscat(first_unreached, ")");
+                }
+            }
+            zfree(ptrs);
+        }
+    }
+    dictRelease(reached);
+    slotAllocGetStats(&st);
+    addReplyMapLen(c, 8);
+    addReplyBulkCString(c, "keys");
+    addReplyLongLong(c, keys);
+    addReplyBulkCString(c, "allocs");
+    addReplyLongLong(c, allocs);
+    addReplyBulkCString(c, "live_allocs");
+    addReplyLongLong(c, (long long)st.live_allocs);
+    addReplyBulkCString(c, "misplaced");
+    addReplyLongLong(c, misplaced);
+    addReplyBulkCString(c, "dead");
+    addReplyLongLong(c, dead);
+    addReplyBulkCString(c, "unreached");
+    addReplyLongLong(c, unreached);
+    addReplyBulkCString(c, "first_unreached");
+    if (first_unreached) addReplyBulkSds(c, first_unreached);
+    else addReplyNull(c);
+    addReplyBulkCString(c, "problem");
+    if (problem) addReplyBulkSds(c, problem);
+    else addReplyNull(c);
+}
+#endif
+
+/* DEBUG SLOTCOMPACT <slot>|ALL|CHECK
  * Relocates the keys of one slot (or of all) into their slot's blocks now,
  * on the main thread, big keys included, and replies the number of keys
- * moved. The background cycle does the same in bounded slices. */
+ * moved. The background cycle does the same in bounded slices. CHECK
+ * verifies instead (slotCompactCheckCommand). */
 void slotCompactDebugCommand(client *c) {
     if (!server.cluster_enabled) {
         addReplyError(c, "DEBUG SLOTCOMPACT needs cluster mode");
@@ -1171,7 +1304,10 @@ void slotCompactDebugCommand(client *c) {
     long long keys = 0, slot;
     monotime start;
 
-    if (!strcasecmp(c->argv[2]->ptr, "all")) {
+    if (!strcasecmp(c->argv[2]->ptr, "check")) {
+        slotCompactCheckCommand(c);
+        return;
+    } else if (!strcasecmp(c->argv[2]->ptr, "all")) {
         slot = -1;
     } else if (getLongLongFromObject(c->argv[2], &slot) != C_OK ||
                slot < 0 || slot >= CLUSTER_SLOTS)
