@@ -186,6 +186,9 @@ typedef struct migSlot {
      * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
      * every key (only then may the blocks go). */
     int bulk, unlinked;
+    int relocate;                   /* Recipient: relocate its keys once the
+                                     * slot is ours (DUMP-path values are
+                                     * in the heap). */
     long long dirty;                /* Donor: recorded writes to the slot. */
     /* Recipient, rollback: bulk as above (every key of the slot is an
      * adopted one, none with a value in the heap, every block adopted). */
@@ -460,6 +463,8 @@ static void migInterrupt(migSession *s) {
 }
 
 /* Record what STATUS/INFO show once the session is over, and free it. */
+static void migUnpinAll(migSession *s);
+
 static void migEndSession(migSession *s, int last) {
     if (s->phase != MIG_PHASE_DONE && s->phase != MIG_PHASE_FAILED)
         migSetPhase(s, last == MIG_LAST_OK ? MIG_PHASE_DONE : MIG_PHASE_FAILED);
@@ -515,6 +520,15 @@ static void migEndSession(migSession *s, int last) {
             last == MIG_LAST_CANCELLED ? "cancelled" : "failed",
             migPhaseName[s->error_phase], s->error ? s->error : "?");
 
+    if (s->role == MIG_ROLE_RECIPIENT) {
+        /* The import's slots were pinned (initRdmaServerCommand):
+         * now compaction may have them. Keys it was asked for meanwhile
+         * were skipped, so ask again for those that need it. */
+        migUnpinAll(s);
+        for (int i = 0; i < s->nmig && last == MIG_LAST_OK; i++)
+            if (s->slots[i].relocate || s->writes_replayed)
+                slotCompactRequest(s->slots[i].slot);
+    }
     for (int i = 0; i < s->nmig; i++) {
         zfree(s->slots[i].blocks);
         if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
@@ -2537,9 +2551,17 @@ out:
 /* ============================= Recipient: main ============================ */
 
 /* Free every live allocation left in a block of the migration (after the
- * slot's keys were deleted), which releases the emptied block. */
-static void migFreeBlockAllocs(void *block) {
+ * slot's keys were deleted), which releases the emptied block. A block
+ * that is no longer there (or no longer the slot's: its addresses may
+ * serve another block now) is left alone: freeing what lies there would
+ * free another key's memory. */
+static void migFreeBlockAllocs(int slot, void *block) {
     size_t cap = 1024, n;
+    if (slotAllocBlockOf(block) != block || slotAllocSlotOf(block) != slot) {
+        serverLog(LL_WARNING, "Slot migration: block %p of slot %d was "
+                  "released during the import: skipped", block, slot);
+        return;
+    }
     void **allocs = zmalloc(cap * sizeof(void *));
     while ((n = slotAllocBlockAllocs(block, allocs, cap)) > cap) {
         cap = n;
@@ -2640,7 +2662,7 @@ static int migRecipientRollbackSlice(migSession *s) {
             }
             for (size_t b = 0; b < ms->nblocks; b++) {
                 if (ms->blocks[b].local == NULL) continue;
-                if ((int)b < ms->adopted) migFreeBlockAllocs(ms->blocks[b].local);
+                if ((int)b < ms->adopted) migFreeBlockAllocs(ms->slot, ms->blocks[b].local);
                 else slotAllocReleaseBlock(ms->blocks[b].local);
                 ms->blocks[b].local = NULL;
             }
@@ -2781,9 +2803,9 @@ static int migRecipientTick(migSession *s) {
         if (s->link_cursor < s->nmig) return 1;
         s->linked_all = 1;
         for (int i = 0; i < s->nmig; i++) {
-            /* DUMP-path values are in the heap: relocate them. */
-            if (s->slots[i].keys.keys_serialized)
-                slotCompactRequest(s->slots[i].slot);
+            /* DUMP-path values are in the heap: relocate them once the
+             * slot is ours (migEndSession). */
+            if (s->slots[i].keys.keys_serialized) s->slots[i].relocate = 1;
         }
         if (s->done_client) {
             client *c = s->done_client;
@@ -3157,6 +3179,13 @@ void initRdmaServerCommand(client *c) {
     migSession *s = migNewSession(MIG_ROLE_RECIPIENT);
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;
+    /* Until the import ends, slot compaction leaves its slots alone: a
+     * sparse adopted block drained and released would leave a stale
+     * block pointer to the rollback (which frees what lies in adopted
+     * blocks), and nothing may move in blocks the patcher and the
+     * transport are writing. */
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
     s->listener = l;
     s->kind = migListenerKind(l);
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));
