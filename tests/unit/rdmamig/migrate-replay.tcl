@@ -152,6 +152,9 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_replicas_equal
         assert_equal [R 1 dbsize] [R 3 dbsize]
         mg_cluster_check 0
+        # The replayed writes' memory is the keys' own, in their slots.
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
         # Back, for the next test.
         mg_migrate 1 0 $W
         mg_wait_converged
@@ -181,6 +184,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_keys 0 $snap
         mg_assert_absent 0 [list [lindex $keys 150]]
         mg_assert_absent 1 [concat $keys $newkeys]
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
         # Moved again, with no writes in between: the same keys arrive.
         set reply [mg_migrate 0 1 $W]
         assert_equal 0 [dict get $reply writes_replayed]

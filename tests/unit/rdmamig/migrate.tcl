@@ -311,6 +311,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_error "MOVED [mg_keyslot $k] [srv -$to host]:[srv -$to port]" {R $from exists $k}
         mg_wait_converged
         mg_cluster_check $from
+        # Nothing left in the donor's blocks, nothing foreign in the
+        # recipient's.
+        mg_assert_slotalloc_sound $from
+        mg_assert_slotalloc_sound $to
         puts "node $from -> node $to: [llength $keys] keys in $ms ms ($reencoded re-encoded): $reply"
     }
 
@@ -435,6 +439,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal {} [mg_open_slots 1]
         mg_wait_converged
         mg_cluster_check 1
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
         # No ASK: the recipient's copies are never visible before handover.
         assert_equal 0 $asked
     }

@@ -92,6 +92,15 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 0} tags {external
         assert {$in >= 0.99 * $bytes}
     }
 
+    test {Slot affinity stress: the blocks hold what the keys own, nothing else} {
+        # Every allocation a key reaches in the blocks is a live one of its
+        # own slot; every live one is reached (no leak, no stale pointer).
+        set c [r 0 debug slotcompact check]
+        assert_equal {} [dict get $c problem]
+        assert_equal 0 [dict get $c unreached]
+        assert {[dict get $c allocs] > 0}
+    }
+
     test {Slot affinity stress: everything deleted leaves no block memory} {
         foreach k [r 0 keys *] { sas_both del $k }
         assert_equal 0 [r 0 dbsize]

@@ -740,6 +740,11 @@ start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {extern
         assert {[st_info 0 slotalloc_relocated_keys] > $relocated}
         st_digests_equal $streams
         st_assert_in_blocks 0 $slots
+        # Placed writes and relocation left no stale pointer, nothing in
+        # another slot's blocks, no allocation no key reaches.
+        set c [r 0 debug slotcompact check]
+        assert_equal {} [dict get $c problem]
+        assert_equal 0 [dict get $c unreached]
     }
 
     test {Slot affinity types: big keys of 100k+ elements are relocated in steps} {
