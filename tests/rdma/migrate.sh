@@ -12,8 +12,10 @@
 #              and the key count; B has every key with the same DEBUG
 #              DIGEST-VALUE and PEXPIRETIME; A has none; both nodes' CLUSTER
 #              NODES give the slots to B; INFO migration on A counts WRs and
-#              chains and says migration_last_transport:rdma
-#   back       B -> A TRANSPORT auto: auto picks rdma, data identical again
+#              chains and says migration_last_transport:rdma; DEBUG
+#              SLOTCOMPACT CHECK finds nothing wrong in either node's blocks
+#   back       B -> A TRANSPORT auto: auto picks rdma, data identical again,
+#              both nodes' blocks checked again
 #   kill       DEBUG MIGRATION-DELAY patch 2000 on A, B SIGKILLed during the
 #              delay: the migration fails, A keeps every key unchanged, no
 #              frozen slot; B is restarted and has no open slot
@@ -145,6 +147,20 @@ same_as_orig() { # ip port
     snap "$1" "$2" "$base/now"
     cmp -s "$base/orig" "$base/now" && return 0
     diff "$base/orig" "$base/now" | head -5 | sed 's/^/    /'
+    return 1
+}
+# blocks_sound ip port: DEBUG SLOTCOMPACT CHECK finds no key pointing at a
+# dead or another slot's allocation, and no live allocation no key reaches
+# (given a few seconds: the lazyfree thread may still be freeing values).
+blocks_sound() {
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+        "$CLI" -h "$1" -p "$2" debug slotcompact check | tr -d '\r' > "$base/check"
+        awk 'NR % 2 == 1 { k = $0 } NR % 2 == 0 { v[k] = $0 }
+             END { exit !(v["misplaced"] == "0" && v["dead"] == "0" && v["unreached"] == "0") }' \
+            "$base/check" && return 0
+        sleep 0.5
+    done
+    paste -d' ' - - < "$base/check" | sed 's/^/    /'
     return 1
 }
 # keys_in ip port: keys of the tag slots the node holds.
@@ -362,6 +378,8 @@ check "INFO migration on A: rdma_wr_posted $wr, chains_posted $ch, last_transpor
 cli "$IPB" "$PB" get "{$tag1}s:12" | grep -qx 95028 &&
     cli "$IPA" "$PA" get "{$tag1}s:12" | grep -qx "MOVED $slot1 $IPB:$PB"
 check "B serves the keys, A redirects them with MOVED" $?
+blocks_sound "$IPA" "$PA" && blocks_sound "$IPB" "$PB"
+check "DEBUG SLOTCOMPACT CHECK on A and B: every key's block memory live and its own, nothing unreached" $?
 
 # --------------------------------------------------- 3. B -> A, TRANSPORT auto
 section "3. B -> A, TRANSPORT auto"
@@ -378,6 +396,8 @@ check "B holds none of them, A owns 0-2999 again (both views)" $?
 [ "$(info_field "$IPB" "$PB" migration migration_last_transport)" = "$T" ] &&
     { [ "$T" = tcp ] || [ "$(info_field "$IPB" "$PB" migration migration_rdma_chains_posted)" -gt 0 ]; }
 check "INFO migration on B: last_transport $T, chains posted" $?
+blocks_sound "$IPA" "$PA" && blocks_sound "$IPB" "$PB"
+check "DEBUG SLOTCOMPACT CHECK on A and B after the way back" $?
 
 # ------------------------------------- 4a. the recipient dies during the patch
 section "4a. B killed during the patch delay"
