@@ -1242,9 +1242,15 @@ static void slotCompactCheckCommand(client *c) {
     }
     /* Live allocations of every slot's blocks that no key reached. */
     for (int j = 0; j < CLUSTER_SLOTS; j++) {
-        slotAllocBlockInfo bi[64];
-        size_t nb = slotAllocSlotBlocks(j, bi, 64);
-        for (size_t b = 0; b < nb && b < 64; b++) {
+        slotAllocBlockInfo small[8], *bi = small;
+        size_t cap = 8, nb = slotAllocSlotBlocks(j, bi, cap);
+        if (nb > cap) {
+            cap = nb;
+            bi = zmalloc(sizeof(*bi) * cap);
+            nb = slotAllocSlotBlocks(j, bi, cap);
+        }
+        if (nb > cap) nb = cap;     /* (A block added meanwhile: skipped.) */
+        for (size_t b = 0; b < nb; b++) {
             void **ptrs = zmalloc(sizeof(void *) * (bi[b].live_allocs + 1));
             size_t n = slotAllocBlockAllocs(bi[b].addr, ptrs, bi[b].live_allocs + 1);
             for (size_t i = 0; i < n && i <= bi[b].live_allocs; i++) {
@@ -1259,6 +1265,7 @@ static void slotCompactCheckCommand(client *c) {
             }
             zfree(ptrs);
         }
+        if (bi != small) zfree(bi);
     }
     dictRelease(reached);
     slotAllocGetStats(&st);
