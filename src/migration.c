@@ -65,6 +65,9 @@
  * writing to the slots wait (slotfreeze.c; clients never get an error),
  * expiry and eviction leave them alone, and background compaction does not
  * touch them (slotCompactPin), so the bytes under transfer do not change.
+ * The recipient pins the slots it imports too, from INITRDMASERVER to the
+ * session's end: nothing moves or drains in blocks being received,
+ * patched, or kept for a rollback to free.
  * LRU/LFU bits of an object header may still be updated by reads; the
  * recipient checks every header anyway (reads that would change more, of
  * compressed lists, wait: slotfreeze.c). Once a slot's bytes have left,

@@ -63,8 +63,10 @@
  * objects never moved. Releasing a slot's blocks wholesale after a
  * migration relies on that; anything that breaks it must relocate first.
  *
- * DEBUG SLOTCOMPACT compacts synchronously. slotCompactCron() gives
- * emptied blocks back to the OS.
+ * DEBUG SLOTCOMPACT compacts synchronously; DEBUG SLOTCOMPACT CHECK runs
+ * the traversal to verify the blocks (no stale or foreign pointer, no
+ * unreached allocation). slotCompactCron() gives emptied blocks back to
+ * the OS.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */

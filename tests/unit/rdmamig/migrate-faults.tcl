@@ -11,7 +11,10 @@
 # connection cut on either node (DEBUG MIGRATION-CUT) and the donor's
 # connection to the recipient killed, and bad data found by the recipient
 # (DEBUG MIGRATION-CORRUPT: a damaged block header or manifest fails the
-# import; random damage never crashes a node). A CANCEL after the handover
+# import; random damage never crashes a node). The recipient drains no
+# block of an import (a sparse block of the donor's), and its rollback
+# frees no other slot's key; after each rollback DEBUG SLOTCOMPACT CHECK
+# finds both nodes' blocks sound. A CANCEL after the handover
 # is refused and the migration completes. A donor killed after the
 # handover comes back (from its RDB or its AOF) without the stale copies
 # of the keys it handed over; a recipient killed after the handover comes
