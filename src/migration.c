@@ -189,9 +189,6 @@ typedef struct migSlot {
      * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
      * every key (only then may the blocks go). */
     int bulk, unlinked;
-    int relocate;                   /* Recipient: relocate its keys once the
-                                     * slot is ours (DUMP-path values are
-                                     * in the heap). */
     long long dirty;                /* Donor: recorded writes to the slot. */
     /* Recipient, rollback: bulk as above (every key of the slot is an
      * adopted one, none with a value in the heap, every block adopted). */
@@ -525,11 +522,12 @@ static void migEndSession(migSession *s, int last) {
 
     if (s->role == MIG_ROLE_RECIPIENT) {
         /* The import's slots were pinned (initRdmaServerCommand):
-         * now compaction may have them. Keys it was asked for meanwhile
-         * were skipped, so ask again for those that need it. */
+         * now compaction may have them. It relocates the values that
+         * came as DUMP payloads or were written by the replay (placed
+         * writes were refused while pinned): they are in the heap. */
         migUnpinAll(s);
         for (int i = 0; i < s->nmig && last == MIG_LAST_OK; i++)
-            if (s->slots[i].relocate || s->writes_replayed)
+            if (s->slots[i].keys.keys_serialized || s->writes_replayed)
                 slotCompactRequest(s->slots[i].slot);
     }
     for (int i = 0; i < s->nmig; i++) {
@@ -2805,11 +2803,6 @@ static int migRecipientTick(migSession *s) {
         latencyAddSampleIfNeeded("migration-link-slice", lat);
         if (s->link_cursor < s->nmig) return 1;
         s->linked_all = 1;
-        for (int i = 0; i < s->nmig; i++) {
-            /* DUMP-path values are in the heap: relocate them once the
-             * slot is ours (migEndSession). */
-            if (s->slots[i].keys.keys_serialized) s->slots[i].relocate = 1;
-        }
         if (s->done_client) {
             client *c = s->done_client;
             addReplyMapLen(c, 5);

@@ -1182,16 +1182,13 @@ static dictType slotCompactPtrSetType = {
  * found here, before a release of that block makes it a crash. */
 static void *slotCompactCheckAlloc(void *ptr) {
     if (!slotAllocOwns(ptr)) return NULL;
-    int s = slotAllocSlotOf(ptr);
+    int s = slotAllocSlotOf(ptr), misplaced = s != chk.slot;
     chk.allocs++;
     dictAdd(chk.reached, ptr, NULL);
-    if (s != chk.slot) {
-        if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_slot = s; }
-        chk.misplaced++;
-    } else if (slotAllocLiveSize(s, ptr) == 0) {
-        if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_slot = s; }
-        chk.dead++;
-    }
+    if (!misplaced && slotAllocLiveSize(s, ptr)) return NULL;
+    if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_slot = s; }
+    if (misplaced) chk.misplaced++;
+    else chk.dead++;
     return NULL;
 }
 
@@ -1253,9 +1250,11 @@ static void slotCompactCheckCommand(client *c) {
         }
         if (nb > cap) nb = cap;     /* (A block added meanwhile: skipped.) */
         for (size_t b = 0; b < nb; b++) {
-            void **ptrs = zmalloc(sizeof(void *) * (bi[b].live_allocs + 1));
-            size_t n = slotAllocBlockAllocs(bi[b].addr, ptrs, bi[b].live_allocs + 1);
-            for (size_t i = 0; i < n && i <= bi[b].live_allocs; i++) {
+            size_t max = bi[b].live_allocs + 1;
+            void **ptrs = zmalloc(sizeof(void *) * max);
+            size_t n = slotAllocBlockAllocs(bi[b].addr, ptrs, max);
+            if (n > max) n = max;   /* (Allocated meanwhile: skipped.) */
+            for (size_t i = 0; i < n; i++) {
                 if (dictFind(reached, ptrs[i])) continue;
                 if (!unreached++) {
                     size_t sz = zmalloc_size(ptrs[i]);

@@ -39,14 +39,19 @@ proc mg_fault_before {ranges keys} {
         totals [mg_totals 0]
 }
 
-# The recipient (node 1) ended its import and dropped what it had adopted
-# (maybe after the donor replied): it holds what it held before.
-proc mg_assert_recipient_rolled_back {before} {
+# The recipient's (node 1's) import session ended (its rollback too).
+proc mg_wait_import_over {} {
     wait_for_condition 200 50 {
         [dict get [mg_status 1] state] eq {idle}
     } else {
         fail "the recipient's session did not end: [mg_status 1]"
     }
+}
+
+# The recipient (node 1) ended its import and dropped what it had adopted
+# (maybe after the donor replied): it holds what it held before.
+proc mg_assert_recipient_rolled_back {before} {
+    mg_wait_import_over
     assert_equal [dict get $before own1] [mg_own_slots 1]
     wait_for_condition 100 50 {
         [R 1 dbsize] == [dict get $before size1]
@@ -216,11 +221,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set digest [R 1 debug digest-value $set]
         assert_equal OK [R 0 rdmamigrateslots cancel]
         mg_held_error $rd {migration failed in handover.*cancel}
-        wait_for_condition 200 50 {
-            [dict get [mg_status 1] state] eq {idle}
-        } else {
-            fail "the recipient's session did not end: [mg_status 1]"
-        }
+        mg_wait_import_over
         mg_assert_slotalloc_sound 1
         # Cached empty blocks are unmapped within a second.
         after 1100
