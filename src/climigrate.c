@@ -264,16 +264,21 @@ static int cliMigPollStatus(redisContext *status, cliMigProgress *p,
  * The move
  * ------------------------------------------------------------------ */
 
-/* The donor's used_memory (INFO memory), -1 if unknown. */
-static long long cliMigUsedMemory(redisContext *c) {
-    long long used = -1;
-    redisReply *r = redisCommand(c, "INFO memory");
+/* A numeric field of the donor's INFO section, -1 if unknown: its
+ * used_memory (INFO memory) and migration_max_bandwidth (INFO migration)
+ * size the TIMEOUT (cliMigTimeout). */
+static long long cliMigInfoField(redisContext *c, const char *section,
+                                 const char *field) {
+    long long v = -1;
+    redisReply *r = redisCommand(c, "INFO %s", section);
     if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
-        const char *f = strstr(r->str, "\nused_memory:");
-        if (f) used = strtoll(f + 13, NULL, 10);
+        char key[64];
+        snprintf(key, sizeof(key), "\n%s:", field);
+        const char *f = strstr(r->str, key);
+        if (f) v = strtoll(f + strlen(key), NULL, 10);
     }
     if (r) freeReplyObject(r);
-    return used;
+    return v;
 }
 
 /* Sends argv to the donor and waits for its reply, polling STATUS on
@@ -439,7 +444,8 @@ int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
         .host = dst->ip, .port = dst->port, .slots = slots, .nslots = nslots,
         .transport = o->transport, .user = o->user, .pass = o->pass,
         .timeout_ms = cliMigTimeout(o->timeout_ms,
-                                    cliMigUsedMemory(src->ctx)),
+            cliMigInfoField(src->ctx, "memory", "used_memory"),
+            cliMigInfoField(src->ctx, "migration", "migration_max_bandwidth")),
     };
     char **argv, **ranges;
     size_t *argvlen;

@@ -223,12 +223,20 @@ void cliMigFreeArgv(int argc, char **argv, size_t *argvlen) {
  * not on one network operation like MIGRATE's. It must not cut a big but
  * healthy migration short, so it is the --cluster-timeout value (base_ms,
  * 60 s by default) plus the time the donor's whole dataset (donor_bytes,
- * its used_memory; unknown if < 0) takes at a floor rate of 10 MB/s, capped
- * at 24 hours. */
-long long cliMigTimeout(long long base_ms, long long donor_bytes) {
+ * its used_memory; unknown if < 0) takes at a floor rate of 10 MB/s, or at
+ * the donor's migration-max-bandwidth (donor_bandwidth, bytes/s; 0 or
+ * unknown: none) when that is lower, capped at 24 hours. */
+long long cliMigTimeout(long long base_ms, long long donor_bytes,
+                        long long donor_bandwidth) {
     const long long cap = 24LL * 3600 * 1000;
     long long t = base_ms > 0 ? base_ms : 60000;
-    if (donor_bytes > 0) t += donor_bytes / 10000;  /* 10 MB/s = 10^4 B/ms */
+    long long rate = 10000;                         /* 10 MB/s = 10^4 B/ms */
+    if (donor_bandwidth > 0 && donor_bandwidth / 1000 < rate)
+        rate = donor_bandwidth / 1000 > 0 ? donor_bandwidth / 1000 : 1;
+    if (donor_bytes > 0) {
+        long long more = donor_bytes / rate;
+        t = more > cap - t ? cap : t + more;
+    }
     return t > cap ? cap : t;
 }
 
@@ -614,11 +622,19 @@ static void ctArgv(void) {
 }
 
 static void ctTimeout(void) {
-    CT_CHECK(cliMigTimeout(60000, -1) == 60000);
-    CT_CHECK(cliMigTimeout(0, 0) == 60000);
+    CT_CHECK(cliMigTimeout(60000, -1, 0) == 60000);
+    CT_CHECK(cliMigTimeout(0, 0, 0) == 60000);
     /* 1 GB at 10 MB/s: 100 s more. */
-    CT_CHECK(cliMigTimeout(60000, 1000LL * 1000 * 1000) == 160000);
-    CT_CHECK(cliMigTimeout(5000, 1LL << 50) == 24LL * 3600 * 1000);
+    CT_CHECK(cliMigTimeout(60000, 1000LL * 1000 * 1000, 0) == 160000);
+    CT_CHECK(cliMigTimeout(5000, 1LL << 50, 0) == 24LL * 3600 * 1000);
+    /* A donor limited to 2 MB/s: 1 GB takes 500 s more; a limit above
+     * 10 MB/s changes nothing; a limit under 1 KB/s counts as 1 KB/s;
+     * unknown (-1) is no limit. */
+    CT_CHECK(cliMigTimeout(60000, 1000LL * 1000 * 1000, 2000000) == 560000);
+    CT_CHECK(cliMigTimeout(60000, 1000LL * 1000 * 1000, 50000000) == 160000);
+    CT_CHECK(cliMigTimeout(60000, 1000LL * 1000, 10) == 1060000);
+    CT_CHECK(cliMigTimeout(60000, 1000LL * 1000 * 1000, -1) == 160000);
+    CT_CHECK(cliMigTimeout(5000, 1LL << 50, 1) == 24LL * 3600 * 1000);
 }
 
 /* Sets name=value pairs from a NULL-terminated list. */

@@ -45,7 +45,8 @@ typedef struct cliMigArgs {
 
 int cliMigBuildArgv(const cliMigArgs *a, char ***argv, size_t **argvlen);
 void cliMigFreeArgv(int argc, char **argv, size_t *argvlen);
-long long cliMigTimeout(long long base_ms, long long donor_bytes);
+long long cliMigTimeout(long long base_ms, long long donor_bytes,
+                        long long donor_bandwidth);
 
 /* Statistics of a migration: the final reply of RDMAMIGRATESLOTS, or
  * RDMAMIGRATESLOTS STATUS. Numbers absent from the reply stay -1. */

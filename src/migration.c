@@ -214,6 +214,7 @@ typedef struct migSession {
     long long keys_zero_copy, keys_serialized, bytes_serialized;
     long long phase_ms[MIG_PHASE_COUNT];
     long long write_pause_ms;
+    long long throttled_ms;         /* Donor: waits for migration-max-bandwidth. */
     long long held_cmds, held_max_ms;   /* Donor: commands the freeze held,
                                          * the longest wait (slotfreeze.c). */
     migStats tstats;
@@ -316,6 +317,7 @@ static struct {
     long long phase_ms[MIG_PHASE_COUNT];
     long long write_pause_ms, write_pause_mean_ms, elapsed_ms, writes_replayed;
     long long held_cmds, held_max_ms;
+    long long throttled_ms;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */
@@ -390,6 +392,10 @@ static void migFailAborted(migSession *s) {
     int cancel;
     atomicGet(s->cancel, cancel);
     if (cancel) migFail(s, "cancelled (RDMAMIGRATESLOTS CANCEL)");
+    else if ((s->timed_out || mstime() >= s->deadline_ms) && s->throttled_ms)
+        migFail(s, "timed out after %lld ms (migration-max-bandwidth held the "
+                "transfer back for %lld ms of it)", mstime() - s->start_ms,
+                s->throttled_ms);
     else if (s->timed_out || mstime() >= s->deadline_ms)
         migFail(s, "timed out after %lld ms", mstime() - s->start_ms);
 }
@@ -486,6 +492,7 @@ static void migEndSession(migSession *s, int last) {
     migLast.write_pause_mean_ms = migWritePauseMean(s);
     migLast.held_cmds = s->held_cmds;
     migLast.held_max_ms = s->held_max_ms;
+    migLast.throttled_ms = s->throttled_ms;
     migLast.writes_replayed = s->writes_replayed;
     migLast.elapsed_ms = mstime() - s->start_ms;
     if (last == MIG_LAST_OK) {
@@ -557,10 +564,10 @@ static void migAddReplyFigures(client *c, int status, const char *phase,
     const char *transport, int slots, long long keys, long long bytes,
     long long bytes_total, long long kzc, long long kser, long long bser,
     const long long *phase_ms, long long pause, long long pause_mean, long long held,
-    long long held_max, long long replayed, long long elapsed, int role, const char *state,
-    const char *last, const char *last_error)
+    long long held_max, long long replayed, long long throttled, long long elapsed,
+    int role, const char *state, const char *last, const char *last_error)
 {
-    addReplyMapLen(c, status ? 24 : 17);
+    addReplyMapLen(c, status ? 25 : 18);
     if (status) {
         addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[role]);
         addReplyBulkCString(c, "state"); addReplyBulkCString(c, state);
@@ -587,6 +594,7 @@ static void migAddReplyFigures(client *c, int status, const char *phase,
     addReplyBulkCString(c, "commands_held"); addReplyLongLong(c, held);
     addReplyBulkCString(c, "commands_held_max_ms"); addReplyLongLong(c, held_max);
     addReplyBulkCString(c, "writes_replayed"); addReplyLongLong(c, replayed);
+    addReplyBulkCString(c, "throttled_ms"); addReplyLongLong(c, throttled);
     if (status) {
         addReplyBulkCString(c, "elapsed_ms"); addReplyLongLong(c, elapsed);
         addReplyBulkCString(c, "last_status"); addReplyBulkCString(c, last);
@@ -1566,6 +1574,66 @@ static void migDelay(migSession *s, int phase) {
     migSleep(s, migDelayMs[phase]);
 }
 
+/* migration-max-bandwidth. Over TCP, the bytes a donor sends cost the
+ * kernel time on both hosts, time the main threads there would spend on
+ * clients (BENCHMARKS.md: on a CPU shared with a server, loopback TCP I/O
+ * costs its clients far more than the same CPU time spent computing). An
+ * operator who prefers a longer migration with less of that cost per
+ * second sets a limit: the donor thread then waits, before each chunk,
+ * until the bytes sent so far have taken the time the limit gives them.
+ * The average counts from the moment the limit took its current value:
+ * the thread reads it before every chunk, so that CONFIG SET applies to
+ * a running migration (and 0 lets it go at full speed at once). */
+typedef struct migPacer {
+    long long limit;                /* Bytes/s the average counts at. */
+    long long start_us;             /* Since when... */
+    long long bytes;                /* ...and the bytes sent since then. */
+    long long waited_us;            /* All the waits (s->throttled_ms). */
+} migPacer;
+
+/* The limit now (a config the main thread may change at any time). */
+static long long migBandwidthLimit(void) {
+    return __atomic_load_n(&server.migration_max_bandwidth, __ATOMIC_RELAXED);
+}
+
+/* How many bytes to send between two looks at the limit: about 10 ms
+ * worth of it, so that a limited transfer goes in small even bursts
+ * rather than 4 MB ones; at least 64 KB (fewer, longer system calls). */
+static uint64_t migChunkBytes(long long limit) {
+    if (limit <= 0) return (uint64_t)MIG_WRITE_CHUNK;
+    uint64_t c = (uint64_t)limit / 100;
+    if (c < 64 * 1024) c = 64 * 1024;
+    return c > (uint64_t)MIG_WRITE_CHUNK ? (uint64_t)MIG_WRITE_CHUNK : c;
+}
+
+/* Before sending a chunk: wait as long as the limit asks (in steps of at
+ * most 10 ms, to see a cancel or the deadline), then count the chunk.
+ * Returns the current limit. */
+static long long migPace(migSession *s, migPacer *p, uint64_t chunk) {
+    long long limit = migBandwidthLimit();
+    if (limit != p->limit) {
+        p->limit = limit;
+        p->start_us = ustime();
+        p->bytes = 0;
+    }
+    if (limit > 0) {
+        long long due = p->start_us +
+            (long long)((double)p->bytes * 1e6 / (double)limit);
+        long long now = ustime();
+        while (now < due && !migAborting(s)) {
+            long long step = due - now > 10000 ? 10000 : due - now;
+            usleep((useconds_t)step);
+            long long later = ustime();
+            p->waited_us += later - now;
+            now = later;
+            if (migBandwidthLimit() != limit) break;  /* Changed: look again. */
+        }
+        s->throttled_ms = p->waited_us / 1000;
+    }
+    p->bytes += (long long)chunk;
+    return limit;
+}
+
 static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len);
 
 /* One command to the recipient on the thread's connection. Returns the
@@ -1759,6 +1827,20 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     }
     first[nb_all] = nseg;
 
+    /* A limit that cannot send it all before the deadline would only
+     * time out at the end: say so now, while nothing has been sent. */
+    long long limit = migBandwidthLimit();
+    if (limit > 0 && s->bytes_total > 0) {
+        long long need = (long long)((double)s->bytes_total * 1000.0 / (double)limit);
+        if (need > migRemainingMs(s)) {
+            migFail(s, "migration-max-bandwidth %lld bytes/s needs %lld ms to send "
+                    "the %lld bytes of these slots, more than the %lld ms the "
+                    "TIMEOUT leaves: raise the limit (0: none) or the TIMEOUT",
+                    limit, need, s->bytes_total, migRemainingMs(s));
+            goto done;
+        }
+    }
+
     argv = zmalloc(sizeof(sds));
     argv[argc++] = sdsnew("RDMAREGISTER");
     for (int i = 0; i < s->nmig; i++) {
@@ -1838,19 +1920,21 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         migSleep(s, migDelayWriteMs);
     }
     /* Slot by slot, in chunks of about MIG_WRITE_CHUNK bytes (with DEBUG
-     * MIGRATION-DELAY chunk: one slot each). A slot some command waits to
-     * write to goes next (migNextWantedSlot), else the next in slot order;
+     * MIGRATION-DELAY chunk: one slot each; with migration-max-bandwidth,
+     * 10 ms of it, paced by migPace). A slot some command waits to write
+     * to goes next (migNextWantedSlot), else the next in slot order;
      * after each chunk, the slots it completed take writes again
      * (migDonorRelaxSent), so a waiting write waits about one chunk. */
     batch = zmalloc(sizeof(*batch) * (nseg ? nseg : 1));
     sent_done = zcalloc(s->nmig ? s->nmig : 1);
     int sent = 0, cur = -1, in_order = 0;
     size_t pos = 0;                 /* The next segment of slot cur. */
+    migPacer pacer = {0, 0, 0, 0};
     while (sent < s->nmig) {
         size_t n = 0;
-        uint64_t chunk = 0;
+        uint64_t chunk = 0, chunk_max = migChunkBytes(migBandwidthLimit());
         int completed = sent;
-        while (completed < s->nmig && chunk < (uint64_t)MIG_WRITE_CHUNK) {
+        while (completed < s->nmig && chunk < chunk_max) {
             if (cur < 0) {
                 cur = migNextWantedSlot(s, sent_done);
                 if (cur < 0) {
@@ -1860,7 +1944,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
                 pos = cur ? slot_end[cur - 1] : 0;
             }
             while (pos < slot_end[cur] &&
-                   (chunk == 0 || chunk + segs[pos].len <= (uint64_t)MIG_WRITE_CHUNK)) {
+                   (chunk == 0 || chunk + segs[pos].len <= chunk_max)) {
                 batch[n++] = segs[pos];
                 chunk += segs[pos++].len;
             }
@@ -1870,6 +1954,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             cur = -1;
             if (migDelayChunkMs) break;
         }
+        if (n) migPace(s, &pacer, chunk);
         if (migAborting(s)) {
             migFailAborted(s);
             goto done;
@@ -2261,7 +2346,8 @@ static void migDonorFinish(migSession *s) {
             migAddReplyFigures(c, 0, "done", s->transport, s->nslots, s->keys,
                 s->bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
                 s->bytes_serialized, s->phase_ms, s->write_pause_ms, migWritePauseMean(s),
-                s->held_cmds, s->held_max_ms, s->writes_replayed, 0, s->role, "", "", NULL);
+                s->held_cmds, s->held_max_ms, s->writes_replayed, s->throttled_ms, 0,
+                s->role, "", "", NULL);
         } else {
             addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
                 "back to STABLE, the slots and their keys are still here",
@@ -2905,8 +2991,8 @@ static void migStatusCommand(client *c) {
             s->transport[0] ? s->transport : migKindName(s->kind), s->nslots,
             s->keys, bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
             s->bytes_serialized, phase_ms, s->write_pause_ms, migWritePauseMean(s),
-            s->held_cmds, s->held_max_ms, s->writes_replayed, mstime() - s->start_ms,
-            s->role, "running",
+            s->held_cmds, s->held_max_ms, s->writes_replayed, s->throttled_ms,
+            mstime() - s->start_ms, s->role, "running",
             migLastName[migLast.last], migLast.last_error);
     } else {
         migAddReplyFigures(c, 1, "idle", migLast.last_transport[0] ? migLast.last_transport : "none",
@@ -2914,7 +3000,8 @@ static void migStatusCommand(client *c) {
             migLast.keys_zero_copy, migLast.keys_serialized, migLast.bytes_serialized,
             migLast.phase_ms,
             migLast.write_pause_ms, migLast.write_pause_mean_ms, migLast.held_cmds,
-            migLast.held_max_ms, migLast.writes_replayed, migLast.elapsed_ms,
+            migLast.held_max_ms, migLast.writes_replayed, migLast.throttled_ms,
+            migLast.elapsed_ms,
             MIG_ROLE_NONE, "idle",
             migLastName[migLast.last], migLast.last_error);
     }
@@ -3539,12 +3626,14 @@ sds migrationGenInfo(sds info) {
         "migration_last_commands_held:%lld\r\n"
         "migration_last_commands_held_max_ms:%lld\r\n"
         "migration_last_writes_replayed:%lld\r\n"
+        "migration_last_throttled_ms:%lld\r\n"
         "migration_total_migrations:%lld\r\n"
         "migration_total_failed:%lld\r\n"
         "migration_total_keys:%lld\r\n"
         "migration_total_bytes:%lld\r\n"
         "migration_total_writes_replayed:%lld\r\n"
         "migration_thread_priority_raised:%lld\r\n"
+        "migration_max_bandwidth:%lld\r\n"
         "migration_rdma_wr_posted:%llu\r\n"
         "migration_rdma_chains_posted:%llu\r\n"
         "migration_rdma_bytes_written:%llu\r\n"
@@ -3561,9 +3650,9 @@ sds migrationGenInfo(sds info) {
         migLast.last_transport[0] ? migLast.last_transport : "none",
         migLast.keys, migLast.bytes, migLast.elapsed_ms, migLast.write_pause_ms,
         migLast.write_pause_mean_ms, migLast.held_cmds, migLast.held_max_ms,
-        migLast.writes_replayed,
+        migLast.writes_replayed, migLast.throttled_ms,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
-        migLast.total_writes_replayed, migLast.prio_raised,
+        migLast.total_writes_replayed, migLast.prio_raised, server.migration_max_bandwidth,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
 }
