@@ -23,6 +23,7 @@
  *                                          ---> reserve + register blocks,
  *                                               reply addresses/rkeys
  *     migWriteBlocks (chunks), migFinish   ---> migWaitTransfer, verdict
+ *     (paced by migration-max-bandwidth: migPace)
  *     after each chunk, relax the freeze of the slots it completed:
  *     their writes flow again, and what they propagate is recorded
  *     (migrationPropagated)
