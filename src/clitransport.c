@@ -251,6 +251,7 @@ void cliMigStatsInit(cliMigStats *s) {
     s->prepare_ms = s->transfer_ms = s->patch_ms = s->handover_ms = -1;
     s->delete_ms = s->write_pause_ms = s->writes_replayed = s->elapsed_ms = -1;
     s->write_pause_mean_ms = s->commands_held = s->commands_held_max_ms = -1;
+    s->throttled_ms = -1;
 }
 
 /* The numeric fields we know, by name. */
@@ -277,6 +278,7 @@ static long long *cliMigStatsField(cliMigStats *s, const char *name,
         {"commands_held_max_ms", offsetof(cliMigStats, commands_held_max_ms)},
         {"writes_replayed", offsetof(cliMigStats, writes_replayed)},
         {"elapsed_ms", offsetof(cliMigStats, elapsed_ms)},
+        {"throttled_ms", offsetof(cliMigStats, throttled_ms)},
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         if (strlen(fields[i].name) == len &&
@@ -384,7 +386,7 @@ char *cliMigFormatProgress(const cliMigStats *s, double elapsed_s) {
  * string. */
 char *cliMigFormatSummary(const cliMigStats *s, const char *from,
                           const char *to, double elapsed_s) {
-    size_t cap = 512 + strlen(from) + strlen(to);
+    size_t cap = 640 + strlen(from) + strlen(to);
     char *out = malloc(cap);
     if (out == NULL) return NULL;
     out[0] = '\0';
@@ -410,6 +412,9 @@ char *cliMigFormatSummary(const cliMigStats *s, const char *from,
         if (phases[i].v < 0) continue;
         cliAppend(out, cap, "%s %s %lld ms", any ? "," : ";", phases[i].name,
                   phases[i].v);
+        if (!strcmp(phases[i].name, "transfer") && s->throttled_ms > 0)
+            cliAppend(out, cap, " (%lld ms of it held back by "
+                      "migration-max-bandwidth)", s->throttled_ms);
         any = 1;
     }
     if (s->write_pause_ms >= 0)
@@ -681,6 +686,19 @@ static void ctStats(void) {
     sum = cliMigFormatSummary(&s, "127.0.0.1:7000", "127.0.0.1:7003", 0.5);
     CT_CHECK(strstr(sum, "; writes paused 40 ms (25 ms per slot on average), "
                          "12 commands held up to 9 ms, 7 replayed; keys") != NULL);
+    free(sum);
+    /* A donor with migration-max-bandwidth: said after the transfer, only
+     * when it waited. */
+    const char *nowait[] = {"throttled_ms", "0", NULL};
+    CT_CHECK(ctSet(&s, nowait) == 1 && s.throttled_ms == 0);
+    sum = cliMigFormatSummary(&s, "127.0.0.1:7000", "127.0.0.1:7003", 0.5);
+    CT_CHECK(strstr(sum, "migration-max-bandwidth") == NULL);
+    free(sum);
+    const char *waited[] = {"throttled_ms", "250", NULL};
+    CT_CHECK(ctSet(&s, waited) == 1 && s.throttled_ms == 250);
+    sum = cliMigFormatSummary(&s, "127.0.0.1:7000", "127.0.0.1:7003", 0.5);
+    CT_CHECK(strstr(sum, ", transfer 300 ms (250 ms of it held back by "
+                         "migration-max-bandwidth), patch 100 ms,") != NULL);
     free(sum);
 
     /* Defensive: unknown fields, bad numbers, odd case, binary junk. */

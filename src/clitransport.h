@@ -59,6 +59,7 @@ typedef struct cliMigStats {
     long long prepare_ms, transfer_ms, patch_ms, handover_ms, delete_ms;
     long long write_pause_ms, write_pause_mean_ms, writes_replayed, elapsed_ms;
     long long commands_held, commands_held_max_ms;
+    long long throttled_ms;     /* waits for migration-max-bandwidth */
 } cliMigStats;
 
 void cliMigStatsInit(cliMigStats *s);

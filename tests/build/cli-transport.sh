@@ -21,6 +21,8 @@
 #     migration counters do not move);
 #   - auto (the default): RDMAMIGRATESLOTS, the recipient falls back to
 #     tcp (reshard, then rebalance).
+#   - a donor with migration-max-bandwidth: redis-cli's TIMEOUT grows
+#     with it (INFO migration_max_bandwidth), the reshard succeeds.
 # After each move: --cluster check is clean (no open slot) and every key
 # is on the owner of its slot, once, with its value (cli-transport-keys.py
 # --check). The RDMAMIGRATESLOTS arguments are unit-tested in C
@@ -363,6 +365,26 @@ else
     err "RDMAMIGRATESLOTS of 5 slots without keys (${empty[*]}): $r"
 fi
 check_clean "after moving slots without keys"
+
+# A donor with migration-max-bandwidth: redis-cli gives the migration a
+# TIMEOUT long enough for the donor's data at that pace (60 s + its
+# used_memory at 1 MB/s, instead of at 10 MB/s), and the slots move.
+$cli -p "$p3" config set migration-max-bandwidth 1mb > /dev/null
+used=$($cli -p "$p3" info memory | tr -d '\r' | awk -F: '/^used_memory:/ { print $2 }')
+$cli --cluster reshard 127.0.0.1:${ports[0]} --cluster-from "$id3" --cluster-to "$id0" \
+    --cluster-slots 100 --cluster-yes --cluster-transport tcp > "$out" 2>&1
+rc=$?
+$cli -p "$p3" config set migration-max-bandwidth 0 > /dev/null
+shown=$(sed -n 's/.*with RDMAMIGRATESLOTS (transport tcp, timeout \([0-9]*\) ms).*/\1/p' "$out" | head -1)
+want=$((60000 + ${used:-0} / 1048))
+if [ $rc = 0 ] && [ -n "$shown" ] && [ "${used:-0}" -gt 0 ] &&
+    [ "$shown" -ge $((want - want / 50)) ] && [ "$shown" -le $((want + want / 50)) ] &&
+    grep -q "^\[OK\] 100 slots from 127.0.0.1:$p3 to 127.0.0.1:${ports[0]}: " "$out"; then
+    ok "reshard from a donor limited to 1 MB/s: TIMEOUT $shown ms (60 s + used_memory $used B at 1 MB/s)"
+else
+    err "reshard from a donor limited to 1 MB/s: TIMEOUT ${shown:-?} ms, want about $want (exit $rc)" "$out"
+fi
+check_clean "after the limited reshard"
 
 # Nothing went wrong on the servers' side.
 if grep -q 'BUG\|ASSERT\|crashed' "$dir"/*/log; then
