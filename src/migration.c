@@ -1584,7 +1584,16 @@ static void migDelay(migSession *s, int phase) {
  * until the bytes sent so far have taken the time the limit gives them.
  * The average counts from the moment the limit took its current value:
  * the thread reads it before every chunk, so that CONFIG SET applies to
- * a running migration (and 0 lets it go at full speed at once). */
+ * a running migration (and 0 lets it go at full speed at once).
+ *
+ * A write that waits for a slot not sent yet (the freeze holds it, and
+ * with it every later command of its client: a cluster client that
+ * multiplexes one connection per node stalls all its traffic to the
+ * node) overrides the limit: no wait while a slot is wanted, and the
+ * slot goes next (migNextWantedSlot). Its bytes still count, so the
+ * slots nobody waits for wait longer afterwards. Under a write-heavy
+ * load, the transfer then goes at about full speed, which is what costs
+ * those clients least. */
 typedef struct migPacer {
     long long limit;                /* Bytes/s the average counts at. */
     long long start_us;             /* Since when... */
@@ -1607,32 +1616,37 @@ static uint64_t migChunkBytes(long long limit) {
     return c > (uint64_t)MIG_WRITE_CHUNK ? (uint64_t)MIG_WRITE_CHUNK : c;
 }
 
-/* Before sending a chunk: wait as long as the limit asks (in steps of at
- * most 10 ms, to see a cancel or the deadline), then count the chunk.
- * Returns the current limit. */
-static long long migPace(migSession *s, migPacer *p, uint64_t chunk) {
+/* 1 if a command waits to write to a slot of the transfer (s->wanted; the
+ * bits stay for migNextWantedSlot to take). */
+static int migAnyWanted(migSession *s) {
+    for (int w = 0; w < CLUSTER_SLOTS / 64; w++)
+        if (__atomic_load_n(&s->wanted[w], __ATOMIC_RELAXED)) return 1;
+    return 0;
+}
+
+/* Before building a chunk: wait as long as the limit asks, unless 'urgent'
+ * (the chunk goes on with a slot a command waits for) or until a command
+ * waits for a slot, in steps of at most 10 ms to see a cancel or the
+ * deadline. The caller then adds the chunk's bytes to p->bytes. */
+static void migPace(migSession *s, migPacer *p, int urgent) {
     long long limit = migBandwidthLimit();
     if (limit != p->limit) {
         p->limit = limit;
         p->start_us = ustime();
         p->bytes = 0;
     }
-    if (limit > 0) {
-        long long due = p->start_us +
-            (long long)((double)p->bytes * 1e6 / (double)limit);
-        long long now = ustime();
-        while (now < due && !migAborting(s)) {
-            long long step = due - now > 10000 ? 10000 : due - now;
-            usleep((useconds_t)step);
-            long long later = ustime();
-            p->waited_us += later - now;
-            now = later;
-            if (migBandwidthLimit() != limit) break;  /* Changed: look again. */
-        }
-        s->throttled_ms = p->waited_us / 1000;
+    if (limit <= 0 || urgent) return;
+    long long due = p->start_us + (long long)((double)p->bytes * 1e6 / (double)limit);
+    long long now = ustime();
+    while (now < due && !migAborting(s) && !migAnyWanted(s)) {
+        long long step = due - now > 10000 ? 10000 : due - now;
+        usleep((useconds_t)step);
+        long long later = ustime();
+        p->waited_us += later - now;
+        now = later;
+        if (migBandwidthLimit() != limit) break;    /* Changed: look again. */
     }
-    p->bytes += (long long)chunk;
-    return limit;
+    s->throttled_ms = p->waited_us / 1000;
 }
 
 static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len);
@@ -1931,13 +1945,16 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     int sent = 0, cur = -1, in_order = 0;
     size_t pos = 0;                 /* The next segment of slot cur. */
     migPacer pacer = {0, 0, 0, 0};
+    int cur_wanted = 0;             /* A command waits for slot cur. */
     while (sent < s->nmig) {
         size_t n = 0;
+        migPace(s, &pacer, cur >= 0 && cur_wanted);
         uint64_t chunk = 0, chunk_max = migChunkBytes(migBandwidthLimit());
         int completed = sent;
         while (completed < s->nmig && chunk < chunk_max) {
             if (cur < 0) {
                 cur = migNextWantedSlot(s, sent_done);
+                cur_wanted = cur >= 0;
                 if (cur < 0) {
                     while (sent_done[in_order]) in_order++;
                     cur = in_order;
@@ -1955,7 +1972,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             cur = -1;
             if (migDelayChunkMs) break;
         }
-        if (n) migPace(s, &pacer, chunk);
+        pacer.bytes += (long long)chunk;
         if (migAborting(s)) {
             migFailAborted(s);
             goto done;

@@ -10,6 +10,8 @@
 #    without a limit. Every key arrives intact, none is left behind.
 # 3. CONFIG SET applies to a running migration: lifting the limit
 #    mid-transfer lets it finish at once.
+#    A write to a slot not sent yet waits for that slot only, not for the
+#    limit: the slot goes next at once.
 # 4. A limit that cannot send the slots' bytes before the TIMEOUT fails
 #    the migration at once with an error that says so and what to change,
 #    before anything is sent; both nodes stay as they were. A limit
@@ -137,6 +139,51 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         puts "    limit lifted after [dict get $reply throttled_ms] ms of waits; migration took $took ms"
         mg_assert_reply $reply 100 [llength $keys]
         assert_lessthan $took 8000
+        mb_assert_moved_and_back $ranges $keys $snap
+    }
+
+    test {migration-max-bandwidth: a write waiting for a slot not sent yet does not wait for the limit} {
+        set ranges {600-699}
+        set slotset [mg_slotset $ranges]
+        set keys [concat [mb_fill_strings 0 urg 40 $slotset] [mg_fill 0 urgk 100 $slotset]]
+        # The last slots in order: at 32 KB/s, their bytes would leave
+        # after about two minutes; and the limit alone would make a write
+        # wait for the next chunk of 64 KB, 2 s apart.
+        set late {}
+        foreach slot {697 698 699} {
+            set k [lindex [mg_names urglate$slot 1 [mg_slotset $slot]] 0]
+            R 0 set $k before
+            lappend late $k
+        }
+        set snap [mg_snapshot 0 $keys]
+        R 0 config set migration-max-bandwidth 32kb
+        set rd [mg_migrate_deferred 0 1 $ranges timeout 600000]
+        wait_for_condition 200 20 {
+            [dict get [mg_status 0] throttled_ms] > 300
+        } else {
+            fail "the transfer never waited: [mg_status 0]"
+        }
+        set waits {}
+        foreach k $late {
+            set t0 [clock milliseconds]
+            R 0 set $k after
+            lappend waits [expr {[clock milliseconds] - $t0}]
+        }
+        set st [mg_status 0]
+        R 0 config set migration-max-bandwidth 0
+        set reply [$rd read]
+        $rd close
+        puts "    the writes waited $waits ms; the transfer was still paced after them ([dict get $st phase], [dict get $st bytes] of [dict get $st bytes_total] bytes sent)"
+        foreach w $waits { assert_lessthan $w 700 }
+        # The rest still went at the limit.
+        assert_equal transfer [dict get $st phase]
+        assert_lessthan [dict get $st bytes] [expr {[dict get $st bytes_total] / 4}]
+        mg_assert_reply $reply 100 [expr {[llength $keys] + 3}]
+        foreach k $late {
+            assert_equal after [R 1 get $k]
+            lappend keys $k
+            dict set snap $k [mg_key_state 1 $k]
+        }
         mb_assert_moved_and_back $ranges $keys $snap
     }
 
