@@ -1638,14 +1638,23 @@ static void migPace(migSession *s, migPacer *p, int urgent) {
     if (limit <= 0 || urgent) return;
     long long due = p->start_us + (long long)((double)p->bytes * 1e6 / (double)limit);
     long long now = ustime();
-    while (now < due && !migAborting(s) && !migAnyWanted(s)) {
+    /* migrationSlotWanted wakes us (s->cond) when a command starts to
+     * wait; under s->lock, so that the wake-up cannot come between the
+     * look at s->wanted and the wait. */
+    pthread_mutex_lock(&s->lock);
+    while (now < due && !migAborting(s) && !migAnyWanted(s) &&
+           migBandwidthLimit() == limit) {
         long long step = due - now > 10000 ? 10000 : due - now;
-        usleep((useconds_t)step);
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)step * 1000;
+        while (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
         long long later = ustime();
         p->waited_us += later - now;
         now = later;
-        if (migBandwidthLimit() != limit) break;    /* Changed: look again. */
     }
+    pthread_mutex_unlock(&s->lock);
     s->throttled_ms = p->waited_us / 1000;
 }
 
@@ -1798,12 +1807,18 @@ static int migNextWantedSlot(migSession *s, const char *sent_done) {
 }
 
 /* slotfreeze.c: a command waits to write to this frozen slot. While a
- * donor prepares or sends its slots, that slot goes next. */
+ * donor prepares or sends its slots, that slot goes next, alone in its
+ * chunk, and at once (even under migration-max-bandwidth). */
 void migrationSlotWanted(int slot) {
     migSession *s = mig;
     if (s == NULL || s->role != MIG_ROLE_DONOR ||
         (s->phase != MIG_PHASE_PREPARE && s->phase != MIG_PHASE_TRANSFER)) return;
-    __atomic_fetch_or(&s->wanted[slot >> 6], 1ULL << (slot & 63), __ATOMIC_RELAXED);
+    uint64_t bit = 1ULL << (slot & 63);
+    if (__atomic_fetch_or(&s->wanted[slot >> 6], bit, __ATOMIC_RELAXED) & bit) return;
+    /* A thread waiting for migration-max-bandwidth (migPace) stops now. */
+    pthread_mutex_lock(&s->lock);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
 }
 
 /* Phase 4: RDMAREGISTER, then every block in one chain of writes. */
@@ -1937,9 +1952,10 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     /* Slot by slot, in chunks of about MIG_WRITE_CHUNK bytes (with DEBUG
      * MIGRATION-DELAY chunk: one slot each; with migration-max-bandwidth,
      * 10 ms of it, paced by migPace). A slot some command waits to write
-     * to goes next (migNextWantedSlot), else the next in slot order;
-     * after each chunk, the slots it completed take writes again
-     * (migDonorRelaxSent), so a waiting write waits about one chunk. */
+     * to goes next (migNextWantedSlot), in a chunk of such slots only and
+     * with no wait for the limit, else the next in slot order; after each
+     * chunk, the slots it completed take writes again (migDonorRelaxSent),
+     * so a waiting write waits about for its own slot's bytes. */
     batch = zmalloc(sizeof(*batch) * (nseg ? nseg : 1));
     sent_done = zcalloc(s->nmig ? s->nmig : 1);
     int sent = 0, cur = -1, in_order = 0;
@@ -1948,13 +1964,19 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     int cur_wanted = 0;             /* A command waits for slot cur. */
     while (sent < s->nmig) {
         size_t n = 0;
-        migPace(s, &pacer, cur >= 0 && cur_wanted);
+        /* A chunk that starts with a slot a command waits for holds only
+         * such slots: the sooner it is sent, the sooner they take writes
+         * again. */
+        int urgent = cur >= 0 && cur_wanted;
+        migPace(s, &pacer, urgent);
         uint64_t chunk = 0, chunk_max = migChunkBytes(migBandwidthLimit());
         int completed = sent;
         while (completed < s->nmig && chunk < chunk_max) {
             if (cur < 0) {
                 cur = migNextWantedSlot(s, sent_done);
                 cur_wanted = cur >= 0;
+                if (cur_wanted && chunk == 0) urgent = 1;
+                if (cur < 0 && urgent) break;
                 if (cur < 0) {
                     while (sent_done[in_order]) in_order++;
                     cur = in_order;
