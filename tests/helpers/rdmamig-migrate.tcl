@@ -142,6 +142,20 @@ proc mg_assert_slotalloc_sound {n} {
     }
 }
 
+# After a migration of ranges from node 0 to node 1: node 1 holds every
+# key of the snapshot as it was, node 0 none, both nodes' blocks are
+# sound; then the slots go back (node 0 has them all again).
+proc mg_assert_moved_and_back {ranges keys snap} {
+    mg_assert_keys 1 $snap
+    mg_assert_absent 0 $keys
+    mg_assert_slotalloc_sound 0
+    mg_assert_slotalloc_sound 1
+    mg_wait_converged
+    mg_migrate 1 0 $ranges
+    mg_assert_keys 0 $snap
+    mg_wait_converged
+}
+
 # Node n has no migration running (both roles), no open slot.
 proc mg_wait_idle {n} {
     wait_for_condition 200 50 {

@@ -40,18 +40,14 @@ proc mb_assert_nothing_moved {ranges keys snap} {
     mg_assert_slotalloc_sound 1
 }
 
-# After a migration of ranges from node 0 to node 1: node 1 holds every
-# key of the snapshot as it was, node 0 none; then the slots go back
-# (unlimited).
-proc mb_assert_moved_and_back {ranges keys snap} {
-    mg_assert_keys 1 $snap
-    mg_assert_absent 0 $keys
-    mg_assert_slotalloc_sound 0
-    mg_assert_slotalloc_sound 1
-    mg_wait_converged
-    mg_migrate 1 0 $ranges
-    mg_assert_keys 0 $snap
-    mg_wait_converged
+# Wait until node 0's running migration has waited more than ms for the
+# limit (STATUS throttled_ms).
+proc mb_wait_throttled {ms} {
+    wait_for_condition 200 20 {
+        [dict get [mg_status 0] throttled_ms] > $ms
+    } else {
+        fail "the transfer never waited $ms ms: [mg_status 0]"
+    }
 }
 
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
@@ -81,7 +77,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_reply $reply 100 [llength $keys]
         assert_equal 0 [dict get $reply throttled_ms]
         assert_equal 0 [mg_info 0 migration_last_throttled_ms]
-        mb_assert_moved_and_back $ranges $keys $snap
+        mg_assert_moved_and_back $ranges $keys $snap
     }
 
     test {migration-max-bandwidth 2mb: the transfer goes at about that pace, every key arrives} {
@@ -93,11 +89,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 0 config set migration-max-bandwidth 2mb
         set rd [mg_migrate_deferred 0 1 $ranges]
         # STATUS shows the waits while it runs.
-        wait_for_condition 200 20 {
-            [dict get [mg_status 0] throttled_ms] > 200
-        } else {
-            fail "STATUS never showed the transfer waiting: [mg_status 0]"
-        }
+        mb_wait_throttled 200
         set reply [$rd read]
         $rd close
         R 0 config set migration-max-bandwidth 0
@@ -115,7 +107,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_lessthan_equal $throttled $transfer
         assert_equal $throttled [mg_info 0 migration_last_throttled_ms]
         assert_equal $throttled [dict get [mg_status 0] throttled_ms]
-        mb_assert_moved_and_back $ranges $keys $snap
+        mg_assert_moved_and_back $ranges $keys $snap
     }
 
     test {migration-max-bandwidth: CONFIG SET 0 mid-transfer lets the migration finish at once} {
@@ -127,11 +119,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 0 config set migration-max-bandwidth 256kb
         set t0 [clock milliseconds]
         set rd [mg_migrate_deferred 0 1 $ranges]
-        wait_for_condition 200 20 {
-            [dict get [mg_status 0] throttled_ms] > 500
-        } else {
-            fail "the transfer never waited: [mg_status 0]"
-        }
+        mb_wait_throttled 500
         R 0 config set migration-max-bandwidth 0
         set reply [$rd read]
         $rd close
@@ -139,7 +127,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         puts "    limit lifted after [dict get $reply throttled_ms] ms of waits; migration took $took ms"
         mg_assert_reply $reply 100 [llength $keys]
         assert_lessthan $took 8000
-        mb_assert_moved_and_back $ranges $keys $snap
+        mg_assert_moved_and_back $ranges $keys $snap
     }
 
     test {migration-max-bandwidth: a write waiting for a slot not sent yet does not wait for the limit} {
@@ -158,11 +146,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set snap [mg_snapshot 0 $keys]
         R 0 config set migration-max-bandwidth 32kb
         set rd [mg_migrate_deferred 0 1 $ranges timeout 600000]
-        wait_for_condition 200 20 {
-            [dict get [mg_status 0] throttled_ms] > 300
-        } else {
-            fail "the transfer never waited: [mg_status 0]"
-        }
+        mb_wait_throttled 300
         set waits {}
         foreach k $late {
             set t0 [clock milliseconds]
@@ -184,7 +168,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             lappend keys $k
             dict set snap $k [mg_key_state 1 $k]
         }
-        mb_assert_moved_and_back $ranges $keys $snap
+        mg_assert_moved_and_back $ranges $keys $snap
     }
 
     test {migration-max-bandwidth too low for the TIMEOUT: refused at once, nothing moves} {
@@ -217,11 +201,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # 1 MB/s: about 2 s for these 2 MB, inside a TIMEOUT of 6 s...
         R 0 config set migration-max-bandwidth 1mb
         set rd [mg_migrate_deferred 0 1 $ranges timeout 6000]
-        wait_for_condition 200 20 {
-            [dict get [mg_status 0] throttled_ms] > 200
-        } else {
-            fail "the transfer never waited: [mg_status 0]"
-        }
+        mb_wait_throttled 200
         # ...then 64 KB/s: 30 s for what is left.
         R 0 config set migration-max-bandwidth 64kb
         catch {$rd read} err

@@ -43,17 +43,6 @@ proc mp_threads {n} {
     return $found
 }
 
-# After a migration of ranges from node 0 to node 1: node 1 holds every
-# key of the snapshot as it was, node 0 none; then the slots go back.
-proc mp_assert_moved_and_back {ranges keys snap} {
-    mg_assert_keys 1 $snap
-    mg_assert_absent 0 $keys
-    mg_wait_converged
-    mg_migrate 1 0 $ranges
-    mg_assert_keys 0 $snap
-    mg_wait_converged
-}
-
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     mg_fast_clients
 
@@ -92,7 +81,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 # The recipient has two: the receiving thread and its patcher.
                 assert_equal [list $want $want] $recipient
                 mg_assert_reply $reply 100 [llength $keys]
-                mp_assert_moved_and_back $ranges $keys $snap
+                mg_assert_moved_and_back $ranges $keys $snap
                 incr round
             }
         }
@@ -129,7 +118,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 assert_morethan [mg_info 0 migration_thread_priority_raised] $raised0
                 verify_log_message 0 "*leave the idle class for the rest of this migration*" 0
                 assert_lessthan $took 20000
-                mp_assert_moved_and_back $ranges $keys $snap
+                mg_assert_moved_and_back $ranges $keys $snap
             }
         }
     }
