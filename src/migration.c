@@ -1590,7 +1590,8 @@ static void migDelay(migSession *s, int phase) {
  * with it every later command of its client: a cluster client that
  * multiplexes one connection per node stalls all its traffic to the
  * node) overrides the limit: no wait while a slot is wanted, and the
- * slot goes next (migNextWantedSlot). Its bytes still count, so the
+ * slot goes next, in a chunk of its own (migNextWantedSlot, and the
+ * urgent chunks of migDonorTransfer). Its bytes still count, so the
  * slots nobody waits for wait longer afterwards. Under a write-heavy
  * load, the transfer then goes at about full speed, which is what costs
  * those clients least. */
