@@ -392,13 +392,15 @@ static void migFail(migSession *s, const char *fmt, ...) {
 static void migFailAborted(migSession *s) {
     int cancel;
     atomicGet(s->cancel, cancel);
-    if (cancel) migFail(s, "cancelled (RDMAMIGRATESLOTS CANCEL)");
-    else if ((s->timed_out || mstime() >= s->deadline_ms) && s->throttled_ms)
-        migFail(s, "timed out after %lld ms (migration-max-bandwidth held the "
-                "transfer back for %lld ms of it)", mstime() - s->start_ms,
-                s->throttled_ms);
-    else if (s->timed_out || mstime() >= s->deadline_ms)
-        migFail(s, "timed out after %lld ms", mstime() - s->start_ms);
+    if (cancel) {
+        migFail(s, "cancelled (RDMAMIGRATESLOTS CANCEL)");
+    } else if (s->timed_out || mstime() >= s->deadline_ms) {
+        char held[96] = "";
+        if (s->throttled_ms)
+            snprintf(held, sizeof(held), " (migration-max-bandwidth held the "
+                     "transfer back for %lld ms of it)", s->throttled_ms);
+        migFail(s, "timed out after %lld ms%s", mstime() - s->start_ms, held);
+    }
 }
 
 static void migSetPhase(migSession *s, int phase) {
