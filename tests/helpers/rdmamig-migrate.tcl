@@ -40,6 +40,39 @@ proc mg_keys_not_in {keys slotset} {
     lmap k $keys { if {![dict exists $slotset [mg_keyslot $k]]} { set k } else continue }
 }
 
+# Writes to node n touching 'keys' (of any type) and new keys; returns the
+# number of write commands sent. Every reply must be a success.
+proc mg_write_all {n keys newkeys} {
+    set sent 0
+    foreach k $keys {
+        switch [R $n type $k] {
+            string {
+                if {[string is integer -strict [R $n get $k]]} { R $n incrby $k 7 } else { R $n append $k "+w" }
+            }
+            list { R $n rpush $k w1 w2; R $n lpop $k; incr sent }
+            set { R $n sadd $k w1 w2; R $n srem $k w1; incr sent }
+            zset { R $n zadd $k 1.5 w1; R $n zincrby $k 2 w1; incr sent }
+            hash {
+                # The counter's name has a space: mg_fill's random fields
+                # never do, so none of them can hold a non-number there.
+                R $n hset $k wf wv; R $n hset $k wf wx; R $n hincrby $k {replay counter} 3; incr sent 2
+            }
+            stream { R $n xadd $k * wf wv; R $n xadd $k * wf2 wv2; incr sent }
+            none { continue }
+        }
+        incr sent
+    }
+    foreach k $newkeys {
+        switch [expr {$sent % 3}] {
+            0 { R $n set $k new-$k }
+            1 { R $n hset $k f1 v1 f2 v2 }
+            2 { R $n rpush $k a b c }
+        }
+        incr sent
+    }
+    return $sent
+}
+
 # 'count' key names "prefix:i" whose slot is in the slot set.
 proc mg_names {prefix count slotset} {
     set names {}

@@ -28,39 +28,6 @@
 
 source tests/helpers/rdmamig-migrate.tcl
 
-# Writes to node n touching 'keys' (of any type) and new keys; returns the
-# number of write commands sent. Every reply must be a success.
-proc mr_write_all {n keys newkeys} {
-    set sent 0
-    foreach k $keys {
-        switch [R $n type $k] {
-            string {
-                if {[string is integer -strict [R $n get $k]]} { R $n incrby $k 7 } else { R $n append $k "+w" }
-            }
-            list { R $n rpush $k w1 w2; R $n lpop $k; incr sent }
-            set { R $n sadd $k w1 w2; R $n srem $k w1; incr sent }
-            zset { R $n zadd $k 1.5 w1; R $n zincrby $k 2 w1; incr sent }
-            hash {
-                # The counter's name has a space: mg_fill's random fields
-                # never do, so none of them can hold a non-number there.
-                R $n hset $k wf wv; R $n hset $k wf wx; R $n hincrby $k {replay counter} 3; incr sent 2
-            }
-            stream { R $n xadd $k * wf wv; R $n xadd $k * wf2 wv2; incr sent }
-            none { continue }
-        }
-        incr sent
-    }
-    foreach k $newkeys {
-        switch [expr {$sent % 3}] {
-            0 { R $n set $k new-$k }
-            1 { R $n hset $k f1 v1 f2 v2 }
-            2 { R $n rpush $k a b c }
-        }
-        incr sent
-    }
-    return $sent
-}
-
 start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     # Node 0 serves 0-8191, node 1 8192-16383; node 2 replicates node 0,
     # node 3 node 1.
@@ -99,7 +66,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
         set t0 [clock milliseconds]
-        set sent [mr_write_all 0 $written $newkeys]
+        set sent [mg_write_all 0 $written $newkeys]
         foreach k $doomed { R 0 del $k }
         # TTLs set, removed, and reached (the expired key's DEL is a write).
         R 0 pexpire [lindex $written 0] 500000
@@ -170,7 +137,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 0 debug migration-delay patch 8000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
-        mr_write_all 0 [lrange $keys 0 99] $newkeys
+        mg_write_all 0 [lrange $keys 0 99] $newkeys
         R 0 del [lindex $keys 150]
         set snap [mg_snapshot 0 [concat [lrange $keys 0 149] [lrange $keys 151 end] $newkeys]]
         assert_equal OK [R 0 rdmamigrateslots cancel]
