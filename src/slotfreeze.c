@@ -30,6 +30,14 @@
  * the last ones, and freezes every slot again, briefly, for that replay
  * and the handover.
  *
+ * Watched slots (slotWatch): before it freezes, a migration builds its
+ * manifests while writes still flow, and only rebuilds, frozen, those of
+ * the slots that changed meanwhile. A watched slot that is not frozen
+ * holds nothing back: whatever the freeze would have held or left alone
+ * (the commands above, an expiry, an eviction) runs, and marks the slot
+ * changed (slotWatchTakeChanged); a keyless write or a DEBUG subcommand
+ * that writes anywhere marks every watched slot.
+ *
  * A freeze has a deadline: if whoever froze the slots does not thaw them in
  * time, serverCron does, so a stuck migration cannot stop writes forever.
  * The time writes were held is reported (INFO migration, later; the
@@ -61,7 +69,48 @@ static struct {
     long long held_max_ms;      /* The longest wait of a command this
                                  * freeze held. */
     long long total_ms;         /* Time spent frozen, since startup. */
+    /* slotWatch: slots whose changes are noted, and those changed. */
+    unsigned char watched[CLUSTER_SLOTS / 8];
+    unsigned char changed[CLUSTER_SLOTS / 8];
+    int watching;
 } sf;
+
+static inline int slotBit(const unsigned char *bitmap, int slot) {
+    return (bitmap[slot >> 3] >> (slot & 7)) & 1;
+}
+
+/* Note a change to a watched slot (any slot: those not watched are
+ * ignored), or to all of them (slot -1). */
+static void slotWatchTouch(int slot) {
+    if (!sf.watching) return;
+    if (slot < 0) {
+        memcpy(sf.changed, sf.watched, sizeof(sf.changed));
+    } else if (slotBit(sf.watched, slot)) {
+        sf.changed[slot >> 3] |= 1 << (slot & 7);
+    }
+}
+
+/* Watch these slots (a bitmap of CLUSTER_SLOTS bits), none changed yet,
+ * until slotUnwatch(). Replaces any earlier set. */
+void slotWatch(const unsigned char *slots) {
+    memcpy(sf.watched, slots, sizeof(sf.watched));
+    memset(sf.changed, 0, sizeof(sf.changed));
+    sf.watching = 1;
+}
+
+void slotUnwatch(void) {
+    memset(sf.watched, 0, sizeof(sf.watched));
+    memset(sf.changed, 0, sizeof(sf.changed));
+    sf.watching = 0;
+}
+
+/* Whether the watched slot changed since it was watched or since the last
+ * call for it, which clears the mark. */
+int slotWatchTakeChanged(int slot) {
+    if (!slotBit(sf.changed, slot)) return 0;
+    sf.changed[slot >> 3] &= ~(1 << (slot & 7));
+    return 1;
+}
 
 int slotFreezeActive(void) {
     return sf.nslots != 0;
@@ -78,10 +127,14 @@ static int slotFreezeInSet(int slot) {
     return (sf.slots[slot >> 3] >> (slot & 7)) & 1;
 }
 
-/* An sds key of the keyspace. */
+/* An sds key of the keyspace. Its callers (expiry, eviction) delete the
+ * key when it is not frozen: a watched slot is marked changed. */
 int slotFreezeKeyIsFrozen(sds key) {
-    if (!sf.nslots) return 0;
-    return slotFreezeIsFrozen((int)keyHashSlot(key, (int)sdslen(key)));
+    if (!sf.nslots && !sf.watching) return 0;
+    int slot = (int)keyHashSlot(key, (int)sdslen(key));
+    if (slotFreezeIsFrozen(slot)) return 1;
+    slotWatchTouch(slot);
+    return 0;
 }
 
 /* No slot is relaxed on its own (slotFreezeRelaxSlots) any more. */
@@ -233,8 +286,13 @@ static int slotFreezeReadChanges(redisDb *db, sds key) {
 static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int listread) {
     if (!sdsEncodedObject(k)) return 0;
     int slot = (int)keyHashSlot(k->ptr, (int)sdslen(k->ptr));
-    if (!slotFreezeIsFrozen(slot)) return 0;
+    int frozen = slotFreezeIsFrozen(slot);
+    if (!frozen && !(sf.watching && slotBit(sf.watched, slot))) return 0;
     if (!write && !script && !(listread && slotFreezeReadChanges(db, k->ptr))) return 0;
+    if (!frozen) {                  /* Watched: it runs, and changes the slot. */
+        slotWatchTouch(slot);
+        return 0;
+    }
     migrationSlotWanted(slot);
     return 1;
 }
@@ -255,10 +313,16 @@ static int slotFreezeDebugWaits(redisDb *db, robj **argv, int argc) {
 
     if (argc < 2 || !sdsEncodedObject(argv[1])) return 0;
     const char *sub = argv[1]->ptr;
-    for (int j = 0; writers[j]; j++)
-        if (!strcasecmp(sub, writers[j])) return 1;
-    if (!slotFreezeKeysFrozen()) return 0;
-    if (argc == 2 && !strcasecmp(sub, "digest")) return 1;
+    for (int j = 0; writers[j]; j++) {
+        if (strcasecmp(sub, writers[j])) continue;
+        slotWatchTouch(-1);
+        return sf.nslots != 0;
+    }
+    if (!slotFreezeKeysFrozen() && !sf.watching) return 0;
+    if (argc == 2 && !strcasecmp(sub, "digest")) {
+        slotWatchTouch(-1);
+        return slotFreezeKeysFrozen();
+    }
     if (argc == 4 && !strcasecmp(sub, "quicklist") && sdsEncodedObject(argv[3]) &&
         atoi(argv[3]->ptr) != 0)
         return slotFreezeKeyWaits(db, argv[2], 0, 0, 1);
@@ -287,11 +351,15 @@ static int slotFreezeCommandWaits(redisDb *db, struct redisCommand *cmd, uint64_
     int listread = (cmd->acl_categories & ACL_CATEGORY_LIST) && cmd->proc != llenCommand;
 
     if (cmd->proc == debugCommand) return slotFreezeDebugWaits(db, argv, argc);
-    if (!write && !slotFreezeKeysFrozen()) return 0;
+    if (!write && !slotFreezeKeysFrozen() && !(sf.watching && (script || listread)))
+        return 0;
     numkeys = getKeysFromCommand(cmd, argv, argc, &result);
     if (numkeys == 0) {
         if (write) waits = !(cmd->flags & CMD_PUBSUB);
-        else waits = script;
+        else waits = script && slotFreezeKeysFrozen();
+        /* It could touch any key: every watched slot changes. */
+        if ((write && !(cmd->flags & CMD_PUBSUB)) || script) slotWatchTouch(-1);
+        if (!sf.nslots) waits = 0;
     }
     for (int j = 0; j < numkeys && !waits; j++)
         waits = slotFreezeKeyWaits(db, argv[result.keys[j].pos], write, script, listread);
@@ -303,7 +371,8 @@ static int slotFreezeCommandWaits(redisDb *db, struct redisCommand *cmd, uint64_
 int slotFreezeShouldPostpone(client *c) {
     int waits = 0;
 
-    if (!sf.nslots || (c->flags & (CLIENT_SLAVE | CLIENT_MASTER))) return 0;
+    if ((!sf.nslots && !sf.watching) || (c->flags & (CLIENT_SLAVE | CLIENT_MASTER)))
+        return 0;
     if (c->cmd->proc == execCommand) {
         for (int j = 0; j < c->mstate.count && !waits; j++) {
             multiCmd *mc = &c->mstate.commands[j];

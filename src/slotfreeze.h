@@ -1,6 +1,7 @@
 /* slotfreeze.h -- frozen slots, the write fence of a slot migration
  * (src/slotfreeze.c): commands that would change a frozen slot wait,
- * expiry and eviction leave its keys alone.
+ * expiry and eviction leave its keys alone; and watched slots, whose
+ * changes are noted instead of held.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -21,6 +22,9 @@ int slotFreezeActive(void);
 int slotFreezeIsFrozen(int slot);
 int slotFreezeKeyIsFrozen(sds key);
 void slotFreezeHeldStats(long long *cmds, long long *max_ms);
+void slotWatch(const unsigned char *slots);
+void slotUnwatch(void);
+int slotWatchTakeChanged(int slot);
 
 /* Hooks: processCommand, serverCron, INFO, DEBUG SLOTFREEZE. */
 int slotFreezeShouldPostpone(struct client *c);
