@@ -64,6 +64,7 @@ typedef struct migManifest {
 int migManifestBegin(int slot, migManifest *m, sds *err);
 int migManifestStep(migManifest *m, uint64_t budget_us, sds *err);
 int migBuildManifest(int slot, migManifest *m, sds *err);
+int migManifestSame(migManifest *a, migManifest *b);
 void migFreeManifest(migManifest *m);
 
 /* One donor block and where its copy is. */

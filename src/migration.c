@@ -16,9 +16,10 @@
  *                                               listener + token; the
  *                                               recipient thread accepts
  *     migConnect(token)                    ---> one data connection
- *   3 prepare (main thread slices): relocate stragglers, freeze the
- *     slots (writes wait), relocate the rest, pin them, build each
- *     slot's manifest in its blocks, list the blocks
+ *   3 prepare (main thread slices): relocate stragglers, pin the
+ *     slots, build each slot's manifest in its blocks while writes
+ *     flow (the slots watched), freeze the slots (writes wait), build
+ *     again the manifests of slots written meanwhile, list the blocks
  *   4 RDMAREGISTER slot nkeys manifest blocks...
  *                                          ---> reserve + register blocks,
  *                                               reply addresses/rkeys
@@ -176,6 +177,8 @@ typedef struct migSlot {
     /* Donor: the manifest and the slot's blocks. */
     migManifest manifest;
     int has_manifest;
+    int built;                      /* The manifest is whole... */
+    int restarted;                  /* ...and, watched, was begun again. */
     /* Both: the blocks (donor addresses; recipient: local copies too). */
     migBlockMap *blocks;
     size_t nblocks;
@@ -218,6 +221,11 @@ typedef struct migSession {
     long long throttled_ms;         /* Donor: waits for migration-max-bandwidth. */
     long long held_cmds, held_max_ms;   /* Donor: commands the freeze held,
                                          * the longest wait (slotfreeze.c). */
+    long long manifests_rebuilt;    /* Donor: built again, frozen (the slot
+                                     * was written after its manifest). */
+    long long manifests_stale;      /* Donor: kept but found stale (DEBUG
+                                     * MIGRATION-DELAY watch; a bug). */
+    long long prepare_frozen_ms;    /* Donor: the prepare's frozen part. */
     migStats tstats;
     /* Threads. */
     pthread_t thread;
@@ -319,6 +327,7 @@ static struct {
     long long write_pause_ms, write_pause_mean_ms, elapsed_ms, writes_replayed;
     long long held_cmds, held_max_ms;
     long long throttled_ms;
+    long long manifests_rebuilt, manifests_stale, prepare_frozen_ms;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */
@@ -329,10 +338,16 @@ static struct {
  * or ("write") in the transfer once both ends registered their blocks and
  * before the first WRITE (tests fork a BGSAVE there: fork + live MRs), or
  * ("chunk") after each chunk of the transfer, which then holds one slot
- * (tests watch the slots take writes again one by one). */
+ * (tests watch the slots take writes again one by one); or ("watch") the
+ * prepare waits between its manifests built with writes flowing and the
+ * freeze, and then checks each manifest it keeps against a fresh one. */
 static long long migDelayMs[MIG_PHASE_COUNT];
 static long long migDelayWriteMs;
 static long long migDelayChunkMs;   /* "chunk": after each slot sent. */
+static long long migDelayWatchMs;   /* "watch": the prepare waits, its
+                                     * manifests built, before it freezes
+                                     * (writes to the slots flow); then
+                                     * checks those it keeps. */
 
 /* DEBUG MIGRATION-CORRUPT: the recipient's patcher damages the blocks of
  * the nth slot it patches before patching them, to test that bad data
@@ -496,6 +511,9 @@ static void migEndSession(migSession *s, int last) {
     migLast.held_cmds = s->held_cmds;
     migLast.held_max_ms = s->held_max_ms;
     migLast.throttled_ms = s->throttled_ms;
+    migLast.manifests_rebuilt = s->manifests_rebuilt;
+    migLast.manifests_stale = s->manifests_stale;
+    migLast.prepare_frozen_ms = s->prepare_frozen_ms;
     migLast.writes_replayed = s->writes_replayed;
     migLast.elapsed_ms = mstime() - s->start_ms;
     if (last == MIG_LAST_OK) {
@@ -513,13 +531,15 @@ static void migEndSession(migSession *s, int last) {
     migLast.tstats.tcp_bytes_received += s->tstats.tcp_bytes_received;
     if (last == MIG_LAST_OK)
         serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
-            "%lld bytes over %s in %lld ms (prepare %lld, transfer %lld, "
+            "%lld bytes over %s in %lld ms (prepare %lld, %lld of it frozen "
+            "with %lld manifests built again, transfer %lld, "
             "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
             "paused %lld ms, %lld ms on average per slot, %lld commands held "
             "up to %lld ms, %lld replayed)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
             migLast.last_transport, migLast.elapsed_ms,
-            s->phase_ms[MIG_PHASE_PREPARE], s->phase_ms[MIG_PHASE_TRANSFER],
+            s->phase_ms[MIG_PHASE_PREPARE], s->prepare_frozen_ms,
+            s->manifests_rebuilt, s->phase_ms[MIG_PHASE_TRANSFER],
             s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
             s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
             s->write_pause_ms, migWritePauseMean(s), s->held_cmds, s->held_max_ms,
@@ -1081,13 +1101,111 @@ static int migKeyIsDirty(migSession *s, sds key) {
     return s->dirty_keys && dictSize(s->dirty_keys) && dictFind(s->dirty_keys, key) != NULL;
 }
 
-/* Prepare (phase 3), in slices: relocate the slots' keys into their blocks
- * while writes still flow; freeze the slots; relocate what was written
- * meanwhile; wait for pending lazy frees (they write allocator metadata in
- * the blocks); pin the slots; build one manifest per slot holding keys
- * (one slot per slice); list the blocks. */
-#define MIG_PREPARE_UNFROZEN_MS 2000    /* Then freeze even if not done. */
-#define MIG_PREPARE_FROZEN_MS 100       /* Queued writes, once frozen. */
+/* One step of the manifest of slot ms (begun if need be). Returns 1 if
+ * there is more to do, 0 once it is built, -1 on failure (migFail). */
+static int migDonorManifestStep(migSession *s, migSlot *ms) {
+    sds err = NULL;
+    int r;
+
+    if (!ms->has_manifest) {
+        if (migManifestBegin(ms->slot, &ms->manifest, &err) == C_ERR) {
+            migFail(s, "slot %d: %s", ms->slot, err);
+            sdsfree(err);
+            return -1;
+        }
+        ms->has_manifest = 1;
+        ms->built = 0;
+    }
+    r = migManifestStep(&ms->manifest, MIG_SLICE_US / 2, &err);
+    if (r == -1) {
+        ms->has_manifest = 0;
+        migFail(s, "slot %d: %s", ms->slot, err);
+        sdsfree(err);
+        return -1;
+    }
+    if (r == 1) return 1;
+    ms->nkeys = ms->manifest.nkeys;
+    ms->built = 1;
+    return 0;
+}
+
+/* Prepare, after the freeze: list the slots holding keys again (a watched
+ * slot may have gained its first key, or lost its last), keeping the
+ * manifests of those that did not change since theirs was built; the
+ * others are built again, frozen. With DEBUG MIGRATION-DELAY watch, each
+ * manifest kept is compared with a fresh one first (a change the watch
+ * missed would make it stale: logged, counted, replaced). */
+static int migDonorKeepManifests(migSession *s) {
+    migSlot *old = s->slots;
+    int nold = s->nmig, j = 0;
+
+    s->slots = zcalloc(sizeof(migSlot) * (s->nslots ? s->nslots : 1));
+    s->nmig = 0;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(s->bitmap, slot)) continue;
+        while (j < nold && old[j].slot < slot) migSlotFreeManifest(&old[j++]);
+        int changed = slotWatchTakeChanged(slot);
+        size_t nkeys = countKeysInSlot(slot);
+        if (nkeys == 0) continue;
+        migSlot *ms = &s->slots[s->nmig++];
+        if (j == nold || old[j].slot != slot) {
+            ms->slot = slot;                /* Its first keys came meanwhile. */
+            continue;
+        }
+        *ms = old[j++];
+        if (ms->built && (changed || ms->nkeys != nkeys)) s->manifests_rebuilt++;
+        if (!ms->built || changed || ms->nkeys != nkeys) {
+            migSlotFreeManifest(ms);
+            ms->built = 0;
+            continue;
+        }
+        if (migDelayWatchMs == 0) continue;
+        migManifest fresh;
+        sds err = NULL;
+        if (migBuildManifest(slot, &fresh, &err) == C_ERR) {
+            migFail(s, "slot %d: %s", slot, err);
+            sdsfree(err);
+            while (j < nold) migSlotFreeManifest(&old[j++]);
+            zfree(old);
+            return -1;
+        }
+        if (!migManifestSame(&ms->manifest, &fresh)) {
+            serverLog(LL_WARNING, "Slot migration: the manifest of slot %d went "
+                "stale with no change of the slot seen (replaced)", slot);
+            s->manifests_stale++;
+            migFreeManifest(&ms->manifest);
+            ms->manifest = fresh;
+        } else {
+            migFreeManifest(&fresh);
+        }
+    }
+    while (j < nold) migSlotFreeManifest(&old[j++]);
+    zfree(old);
+    slotUnwatch();
+    return 0;
+}
+
+/* Prepare (phase 3), in slices. Writes to the slots flow for most of it:
+ * the manifests are built while the slots are only watched (slotWatch),
+ * then the slots freeze and only the manifests of the slots written
+ * meanwhile are built again, so that a write waits for that short frozen
+ * part and for its own slot's bytes, not for every slot's manifest. The
+ * stages:
+ *   1 relocate the slots' keys into their blocks (what background
+ *     compaction still has to visit, for a bounded time);
+ *   2 pin the slots (compaction leaves them alone from now on: the
+ *     manifest moves a straggler itself), watch them, and build the
+ *     manifest of each slot holding keys, one slot at a time; a slot
+ *     written between two steps of its manifest starts again, once;
+ *   3 freeze (DEBUG MIGRATION-DELAY watch waits before);
+ *   4 wait for pending lazy frees (they write allocator metadata in the
+ *     blocks); keep the manifests of the slots not written since theirs
+ *     was built (migDonorKeepManifests);
+ *   5 build the others, frozen;
+ *   6 list the blocks.
+ * Returns 1 if there is more to do, MIG_SLICE_WAIT to wait for the next
+ * timer event, 0 when done, -1 on failure. */
+#define MIG_PREPARE_UNFROZEN_MS 2000    /* Then go on even if not done. */
 static int migDonorPrepareStep(migSession *s) {
     switch (s->stage) {
     case 0:
@@ -1101,76 +1219,79 @@ static int migDonorPrepareStep(migSession *s) {
             slotCompactStep(MIG_SLICE_US / 2);
             break;
         }
-        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
-        s->freeze_start_ms = mstime();
-        s->stage = 2;
-        s->stage_start_ms = mstime();
-        break;
-    case 2:
-        /* Frozen: the slots (or big keys) still pending, for a bounded
-         * time. Keys written meanwhile are not waited for: the queue of
-         * written keys is not per slot, and under writes it is never
-         * empty, so waiting for it spent the whole bound with writes
-         * paused; the manifest moves such stragglers one by one as it
-         * meets them. */
-        if (migAnyPending(s) && mstime() - s->stage_start_ms < MIG_PREPARE_FROZEN_MS) {
-            slotCompactStep(MIG_SLICE_US / 2);
-            break;
-        }
-        if (bioPendingJobsOfType(BIO_LAZY_FREE)) break;
         for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
             if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
-        /* The slots holding keys, in slot order. */
+        slotWatch(s->bitmap);
         s->slots = zcalloc(sizeof(migSlot) * (s->nslots ? s->nslots : 1));
         s->nmig = 0;
         for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
             if (!migSlotIsSet(s->bitmap, slot) || countKeysInSlot(slot) == 0) continue;
             s->slots[s->nmig++].slot = slot;
         }
-        s->stage = 3;
+        s->stage = 2;
         s->cursor = 0;
         break;
-    case 3: {
-        /* One slot's manifest, resumable within a slot. */
+    case 2: {
         if (s->cursor == s->nmig) {
-            s->stage = 4;
+            s->stage = 3;
+            s->stage_start_ms = mstime();
+            if (migDelayWatchMs > 0)
+                serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY watch: "
+                    "the manifests of %d slots built, writes flowing; waiting %lld "
+                    "ms before the freeze", s->nmig, migDelayWatchMs);
             break;
         }
         migSlot *ms = &s->slots[s->cursor];
-        sds err = NULL;
-        int r;
-        if (!ms->has_manifest) {
-            if (migManifestBegin(ms->slot, &ms->manifest, &err) == C_ERR) {
-                migFail(s, "slot %d: %s", ms->slot, err);
-                sdsfree(err);
-                return -1;
+        /* Written since its manifest began (or before: then it does not
+         * matter). Between two steps, the key to resume from may be gone. */
+        if (slotWatchTakeChanged(ms->slot) && ms->has_manifest) {
+            migSlotFreeManifest(ms);
+            if (ms->restarted) {        /* Busy: its turn comes frozen. */
+                s->cursor++;
+                break;
             }
-            ms->has_manifest = 1;
+            ms->restarted = 1;
         }
-        r = migManifestStep(&ms->manifest, MIG_SLICE_US / 2, &err);
-        if (r == -1) {
-            ms->has_manifest = 0;
-            migFail(s, "slot %d: %s", ms->slot, err);
-            sdsfree(err);
-            return -1;
-        }
-        if (r == 1) break;
-        ms->nkeys = ms->manifest.nkeys;
-        s->keys += ms->nkeys;
-        s->keys_zero_copy += ms->manifest.keys_zero_copy;
-        s->keys_serialized += ms->manifest.keys_serialized;
-        s->bytes_serialized += (long long)ms->manifest.payload_bytes;
-        s->cursor++;
+        int r = migDonorManifestStep(s, ms);
+        if (r == -1) return -1;
+        if (r == 0) s->cursor++;
         break;
     }
+    case 3:
+        if (migDelayWatchMs > 0 && mstime() - s->stage_start_ms < migDelayWatchMs)
+            return MIG_SLICE_WAIT;
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->freeze_start_ms = mstime();
+        s->stage = 4;
+        break;
     case 4:
+        if (bioPendingJobsOfType(BIO_LAZY_FREE)) return MIG_SLICE_WAIT;
+        if (migDonorKeepManifests(s) == -1) return -1;
+        s->stage = 5;
+        s->cursor = 0;
+        break;
+    case 5: {
+        if (s->cursor == s->nmig) {
+            s->stage = 6;
+            break;
+        }
+        migSlot *ms = &s->slots[s->cursor];
+        int r = ms->built ? 0 : migDonorManifestStep(s, ms);
+        if (r == -1) return -1;
+        if (r == 0) s->cursor++;
+        break;
+    }
+    case 6:
         for (int i = 0; i < s->nmig; i++) {
             migSlot *ms = &s->slots[i];
+            s->keys += ms->nkeys;
+            s->keys_zero_copy += ms->manifest.keys_zero_copy;
+            s->keys_serialized += ms->manifest.keys_serialized;
+            s->bytes_serialized += (long long)ms->manifest.payload_bytes;
             size_t n = slotAllocSlotBlocks(ms->slot, NULL, 0);
             slotAllocBlockInfo *bi = zmalloc(sizeof(*bi) * (n ? n : 1));
             n = slotAllocSlotBlocks(ms->slot, bi, n);
             ms->blocks = zmalloc(sizeof(migBlockMap) * (n ? n : 1));
-            ms->nblocks = n;
             ms->nblocks = 0;
             for (size_t b = 0; b < n; b++) {
                 /* An empty block holds nothing to ship; it may even be
@@ -1183,6 +1304,7 @@ static int migDonorPrepareStep(migSession *s) {
             }
             zfree(bi);
         }
+        s->prepare_frozen_ms = mstime() - s->freeze_start_ms;
         migDonorCaptureBegin(s);
         return 0;
     }
@@ -1200,17 +1322,10 @@ static int migDonorPrepareSlice(migSession *s) {
     }
     elapsedStart(&start);
     latencyStartMonitor(lat);
-    int waiting = 0;
-    while (r == 1 && elapsedUs(start) < MIG_SLICE_US) {
-        r = migDonorPrepareStep(s);
-        if (s->stage == 2 && bioPendingJobsOfType(BIO_LAZY_FREE)) {
-            waiting = 1;
-            break;
-        }
-    }
+    while (r == 1 && elapsedUs(start) < MIG_SLICE_US) r = migDonorPrepareStep(s);
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-prepare-slice", lat);
-    return r == 1 && waiting ? MIG_SLICE_WAIT : r;
+    return r;
 }
 
 /* Handover (phase 6), here: the recipient owns the slots now. */
@@ -1554,6 +1669,7 @@ void migrationDropStaleCopies(void) {
 
 /* Rollback before the handover: thaw, let go of the manifests. */
 static int migDonorRollbackSlice(migSession *s) {
+    slotUnwatch();
     s->write_pause_ms += slotThaw();
     migHeldStats(s);
     migCaptureFree(s);
@@ -3670,6 +3786,9 @@ sds migrationGenInfo(sds info) {
         "migration_last_commands_held_max_ms:%lld\r\n"
         "migration_last_writes_replayed:%lld\r\n"
         "migration_last_throttled_ms:%lld\r\n"
+        "migration_last_prepare_frozen_ms:%lld\r\n"
+        "migration_last_manifests_rebuilt:%lld\r\n"
+        "migration_last_manifests_stale:%lld\r\n"
         "migration_total_migrations:%lld\r\n"
         "migration_total_failed:%lld\r\n"
         "migration_total_keys:%lld\r\n"
@@ -3693,7 +3812,8 @@ sds migrationGenInfo(sds info) {
         migLast.last_transport[0] ? migLast.last_transport : "none",
         migLast.keys, migLast.bytes, migLast.elapsed_ms, migLast.write_pause_ms,
         migLast.write_pause_mean_ms, migLast.held_cmds, migLast.held_max_ms,
-        migLast.writes_replayed, migLast.throttled_ms,
+        migLast.writes_replayed, migLast.throttled_ms, migLast.prepare_frozen_ms,
+        migLast.manifests_rebuilt, migLast.manifests_stale,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
         migLast.total_writes_replayed, migLast.prio_raised, server.migration_max_bandwidth,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
@@ -3779,7 +3899,7 @@ void migrationDebugCommand(client *c) {
     }
     if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
         memset(migDelayMs, 0, sizeof(migDelayMs));
-        migDelayWriteMs = migDelayChunkMs = 0;
+        migDelayWriteMs = migDelayChunkMs = migDelayWatchMs = 0;
         addReply(c, shared.ok);
         return;
     }
@@ -3789,18 +3909,21 @@ void migrationDebugCommand(client *c) {
     }
     int write = !strcasecmp(c->argv[2]->ptr, "write");
     int chunk = !strcasecmp(c->argv[2]->ptr, "chunk");
+    int watch = !strcasecmp(c->argv[2]->ptr, "watch");
     for (int p = MIG_PHASE_PREPARE; p <= MIG_PHASE_DELETE; p++) {
-        if (!write && !chunk && strcasecmp(c->argv[2]->ptr, migPhaseName[p])) continue;
+        if (!write && !chunk && !watch && strcasecmp(c->argv[2]->ptr, migPhaseName[p]))
+            continue;
         if (getLongLongFromObject(c->argv[3], &ms) != C_OK || ms < 0 || ms > 3600000) {
             addReplyError(c, "the delay is milliseconds, 0 to 3600000");
             return;
         }
         if (write) migDelayWriteMs = ms;
         else if (chunk) migDelayChunkMs = ms;
+        else if (watch) migDelayWatchMs = ms;
         else migDelayMs[p] = ms;
         addReply(c, shared.ok);
         return;
     }
-    addReplyErrorFormat(c, "unknown phase '%s' (prepare, transfer, write, chunk, patch, handover, delete)",
+    addReplyErrorFormat(c, "unknown phase '%s' (prepare, watch, transfer, write, chunk, patch, handover, delete)",
                         (char *)c->argv[2]->ptr);
 }
