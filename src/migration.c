@@ -177,8 +177,10 @@ typedef struct migSlot {
     /* Donor: the manifest and the slot's blocks. */
     migManifest manifest;
     int has_manifest;
-    int built;                      /* The manifest is whole... */
-    int restarted;                  /* ...and, watched, was begun again. */
+    int built;                      /* The manifest is whole. */
+    int restarted;                  /* Begun again once while watched (the
+                                     * slot was written between two of its
+                                     * steps). */
     /* Both: the blocks (donor addresses; recipient: local copies too). */
     migBlockMap *blocks;
     size_t nblocks;
