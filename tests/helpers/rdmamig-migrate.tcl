@@ -73,6 +73,37 @@ proc mg_write_all {n keys newkeys} {
     return $sent
 }
 
+# The writes a user may send to migrating slots, on node n: mg_write_all
+# over 'written' and 'newkeys', DELs of 'doomed', a TTL set and one removed,
+# the 'short' keys' TTLs reached (they must be gone), and, on keys
+# "prefix:{tag}:...", an INCRBYFLOAT, a script, a transaction (SET then
+# RENAME) and a 3 MB string. Returns a dict: sent (the write commands),
+# present (the keys of 'keys', 'newkeys' and those created here, less the
+# doomed), gone (the keys that must be missing).
+proc mg_write_mixed {n keys written newkeys doomed short prefix tag} {
+    set sent [mg_write_all $n $written $newkeys]
+    foreach k $doomed { R $n del $k }
+    # TTLs set, removed, and reached (the expired key's DEL is a write).
+    R $n pexpire [lindex $written 0] 500000
+    R $n persist [lindex $written 1]
+    foreach k $short { R $n pexpire $k 1 }
+    after 20
+    foreach k $short { assert_equal 0 [R $n exists $k] }
+    R $n incrbyfloat $prefix:{$tag}:float 1.5
+    R $n eval {redis.call('set', KEYS[1], 'from-a-script'); return redis.call('lpush', KEYS[2], 'x')} 2 \
+        $prefix:{$tag}:script $prefix:{$tag}:scriptlist
+    R $n multi
+    R $n set $prefix:{$tag}:tx1 a
+    R $n rename $prefix:{$tag}:tx1 $prefix:{$tag}:tx2
+    R $n exec
+    R $n set $prefix:{$tag}:big [string repeat x 3000000]
+    set present {}
+    foreach k [concat $keys $newkeys [lmap s {float script scriptlist tx2 big} {set _ $prefix:{$tag}:$s}]] {
+        if {[lsearch -exact $doomed $k] < 0} { lappend present $k }
+    }
+    dict create sent $sent present $present gone [concat $doomed $short [list $prefix:{$tag}:tx1]]
+}
+
 # 'count' key names "prefix:i" whose slot is in the slot set.
 proc mg_names {prefix count slotset} {
     set names {}

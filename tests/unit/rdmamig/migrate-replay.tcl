@@ -66,34 +66,17 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
         set t0 [clock milliseconds]
-        set sent [mg_write_all 0 $written $newkeys]
-        foreach k $doomed { R 0 del $k }
-        # TTLs set, removed, and reached (the expired key's DEL is a write).
-        R 0 pexpire [lindex $written 0] 500000
-        R 0 persist [lindex $written 1]
-        foreach k $short { R 0 pexpire $k 1 }
-        after 20
-        foreach k $short { assert_equal 0 [R 0 exists $k] }
-        R 0 incrbyfloat r:{$tag}:float 1.5
-        R 0 eval {redis.call('set', KEYS[1], 'from-a-script'); return redis.call('lpush', KEYS[2], 'x')} 2 \
-            r:{$tag}:script r:{$tag}:scriptlist
-        R 0 multi
-        R 0 set r:{$tag}:tx1 a
-        R 0 rename r:{$tag}:tx1 r:{$tag}:tx2
-        R 0 exec
-        R 0 set r:{$tag}:big [string repeat x 3000000]
+        set w [mg_write_mixed 0 $keys $written $newkeys $doomed $short r $tag]
         set took [expr {[clock milliseconds] - $t0}]
         # Still in the patch phase: nothing waited for the handover.
         assert_equal patch [dict get [mg_status 0] phase]
         assert_equal $postponed [mg_info 0 migration_postponed_commands]
 
         # What the donor holds now is what the recipient must hold.
-        set present {}
-        foreach k [concat $keys $newkeys [list r:{$tag}:float r:{$tag}:script r:{$tag}:scriptlist r:{$tag}:tx2 r:{$tag}:big]] {
-            if {[lsearch -exact $doomed $k] < 0} { lappend present $k }
-        }
+        set sent [dict get $w sent]
+        set present [dict get $w present]
         set snap [mg_snapshot 0 $present]
-        set gone [concat $doomed $short [list r:{$tag}:tx1]]
+        set gone [dict get $w gone]
 
         set failed [catch {$rd read} reply]
         $rd close

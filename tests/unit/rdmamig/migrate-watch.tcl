@@ -72,36 +72,18 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set rd [mg_migrate_deferred 0 1 $W]
         mw_wait_watching 0 $from
         set t0 [clock milliseconds]
-        mg_write_all 0 $written $newkeys
-        foreach k $doomed { R 0 del $k }
-        R 0 pexpire [lindex $written 0] 500000
-        R 0 persist [lindex $written 1]
         R 0 expire [lindex $written 2] 7000
         R 0 expire [lindex $written 2] 9000
-        # Reached TTLs: active expiry or a read deletes them.
-        foreach k $short { R 0 pexpire $k 1 }
-        after 20
-        foreach k $short { assert_equal 0 [R 0 exists $k] }
-        R 0 incrbyfloat w:{$tag}:float 1.5
-        R 0 eval {redis.call('set', KEYS[1], 'from-a-script'); return redis.call('lpush', KEYS[2], 'x')} 2 \
-            w:{$tag}:script w:{$tag}:scriptlist
-        R 0 multi
-        R 0 set w:{$tag}:tx1 a
-        R 0 rename w:{$tag}:tx1 w:{$tag}:tx2
-        R 0 exec
-        R 0 set w:{$tag}:big [string repeat x 3000000]
+        set w [mg_write_mixed 0 $keys $written $newkeys $doomed $short w $tag]
         set took [expr {[clock milliseconds] - $t0}]
         # Nothing waited: still watching, no command postponed.
         assert_equal prepare [dict get [mg_status 0] phase]
         assert_equal 0 [mg_info 0 migration_frozen_slots]
         assert_equal $postponed [mg_info 0 migration_postponed_commands]
 
-        set present {}
-        foreach k [concat $keys $newkeys [list w:{$tag}:float w:{$tag}:script w:{$tag}:scriptlist w:{$tag}:tx2 w:{$tag}:big]] {
-            if {[lsearch -exact $doomed $k] < 0} { lappend present $k }
-        }
+        set present [dict get $w present]
         set snap [mg_snapshot 0 $present]
-        set gone [concat $doomed $short [list w:{$tag}:tx1]]
+        set gone [dict get $w gone]
 
         set failed [catch {$rd read} reply]
         $rd close
