@@ -73,6 +73,19 @@ proc mg_write_all {n keys newkeys} {
     return $sent
 }
 
+# The keys mg_write_mixed works on, on node n: 300 keys of every kind and
+# the big ones in the slot set, 5 "prefix:short" keys with a TTL, and 50
+# others in slots 2000-2999 (not to be touched). Returns a dict: keys,
+# others, short, tag (a hash tag of the slot set).
+proc mg_fill_for_writes {n prefix slotset} {
+    set keys [mg_fill $n $prefix 300 $slotset]
+    lappend keys {*}[mg_fill_big $n $prefix $slotset]
+    set others [mg_fill $n o 50 [mg_slotset 2000-2999]]
+    set short [mg_names $prefix:short 5 $slotset]
+    foreach k $short { R $n set $k v px 100000 }
+    dict create keys $keys others $others short $short tag [mg_tag $slotset]
+}
+
 # The writes a user may send to migrating slots, on node n: mg_write_all
 # over 'written' and 'newkeys', DELs of 'doomed', a TTL set and one removed,
 # the 'short' keys' TTLs reached (they must be gone), and, on keys

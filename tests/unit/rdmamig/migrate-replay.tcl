@@ -48,12 +48,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         set W {0-999}
         set Wset [mg_slotset $W]
-        set keys [mg_fill 0 r 300 $Wset]
-        lappend keys {*}[mg_fill_big 0 r $Wset]
-        set others [mg_fill 0 o 50 [mg_slotset 2000-2999]]
-        set tag [mg_tag $Wset]
-        set short [mg_names r:short 5 $Wset]
-        foreach k $short { R 0 set $k v px 100000 }
+        set fill [mg_fill_for_writes 0 r $Wset]
+        dict with fill {}
         set newkeys [mg_names r:new 30 $Wset]
         set doomed [lrange $keys 0 9]
         set written [lrange $keys 10 99]

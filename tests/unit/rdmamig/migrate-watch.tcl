@@ -50,12 +50,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         set W {0-999}
         set Wset [mg_slotset $W]
-        set keys [mg_fill 0 w 300 $Wset]
-        lappend keys {*}[mg_fill_big 0 w $Wset]
-        set others [mg_fill 0 o 50 [mg_slotset 2000-2999]]
-        set tag [mg_tag $Wset]
-        set short [mg_names w:short 5 $Wset]
-        foreach k $short { R 0 set $k v px 100000 }
+        set fill [mg_fill_for_writes 0 w $Wset]
+        dict with fill {}
         # Every key of one slot goes; another slot gets its first key.
         set lonely [lindex [lsort [mg_keys_in $keys $Wset]] 20]
         set doomed_slot [lmap k $keys { if {[mg_keyslot $k] == [mg_keyslot $lonely]} { set k } else continue }]
