@@ -1155,8 +1155,8 @@ static int migDonorKeepManifests(migSession *s) {
             continue;
         }
         *ms = old[j++];
-        if (ms->built && (changed || ms->nkeys != nkeys)) s->manifests_rebuilt++;
         if (!ms->built || changed || ms->nkeys != nkeys) {
+            if (ms->built) s->manifests_rebuilt++;
             migSlotFreeManifest(ms);
             ms->built = 0;
             continue;

@@ -119,12 +119,12 @@ int slotFreezeActive(void) {
 /* Whether the keys of this slot are frozen (a relaxed freeze leaves them
  * alone). */
 int slotFreezeIsFrozen(int slot) {
-    return sf.nslots && !sf.relaxed && ((sf.slots[slot >> 3] >> (slot & 7)) & 1) &&
-           !(sf.nrelaxed && ((sf.relaxed_slots[slot >> 3] >> (slot & 7)) & 1));
+    return sf.nslots && !sf.relaxed && slotBit(sf.slots, slot) &&
+           !(sf.nrelaxed && slotBit(sf.relaxed_slots, slot));
 }
 
 static int slotFreezeInSet(int slot) {
-    return (sf.slots[slot >> 3] >> (slot & 7)) & 1;
+    return slotBit(sf.slots, slot);
 }
 
 /* An sds key of the keyspace. Its callers (expiry, eviction) delete the
@@ -153,7 +153,7 @@ void slotFreeze(const unsigned char *slots, long long max_ms) {
     sf.relaxed = 0;
     slotFreezeForgetRelaxed();
     for (int j = 0; j < CLUSTER_SLOTS; j++) {
-        if (((slots[j >> 3] >> (j & 7)) & 1) && !slotFreezeInSet(j)) {
+        if (slotBit(slots, j) && !slotFreezeInSet(j)) {
             sf.slots[j >> 3] |= 1 << (j & 7);
             sf.nslots++;
         }
@@ -355,11 +355,12 @@ static int slotFreezeCommandWaits(redisDb *db, struct redisCommand *cmd, uint64_
         return 0;
     numkeys = getKeysFromCommand(cmd, argv, argc, &result);
     if (numkeys == 0) {
-        if (write) waits = !(cmd->flags & CMD_PUBSUB);
-        else waits = script && slotFreezeKeysFrozen();
-        /* It could touch any key: every watched slot changes. */
-        if ((write && !(cmd->flags & CMD_PUBSUB)) || script) slotWatchTouch(-1);
-        if (!sf.nslots) waits = 0;
+        /* It could touch (or read) any key: a write waits while any
+         * freeze lasts, a script while some slot's keys are frozen, and
+         * every watched slot changes. */
+        int any = write ? !(cmd->flags & CMD_PUBSUB) : script;
+        if (any) slotWatchTouch(-1);
+        waits = any && (write ? sf.nslots != 0 : slotFreezeKeysFrozen());
     }
     for (int j = 0; j < numkeys && !waits; j++)
         waits = slotFreezeKeyWaits(db, argv[result.keys[j].pos], write, script, listread);
