@@ -312,6 +312,17 @@ proc mg_migrate_deferred {from to ranges args} {
     return $rd
 }
 
+# The reply of a migration started with mg_migrate_deferred from node n,
+# once it ended: the client closed, n's DEBUG MIGRATION-DELAY reset; an
+# error fails the test.
+proc mg_deferred_reply {rd n} {
+    set failed [catch {$rd read} reply]
+    $rd close
+    R $n debug migration-delay reset
+    if {$failed} { fail "the migration failed: $reply" }
+    return $reply
+}
+
 # Wait until node n's STATUS says phase (the donor thread sleeps there).
 proc mg_wait_phase {n phase} {
     wait_for_condition 1000 10 {

@@ -74,10 +74,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set snap [mg_snapshot 0 $present]
         set gone [dict get $w gone]
 
-        set failed [catch {$rd read} reply]
-        $rd close
-        R 0 debug migration-delay reset
-        if {$failed} { fail "the migration failed: $reply" }
+        set reply [mg_deferred_reply $rd 0]
         puts "writes after the transfer answered in $took ms; reply $reply"
         mg_assert_reply $reply 1000 [dict get $reply keys]
         # Every write to the slots was replayed: each command above but the
@@ -198,10 +195,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # (Snapshots read compressed lists with DEBUG DIGEST-VALUE: those
         # wait for their slot too.)
         set snap [mg_snapshot 0 [concat [lsearch -all -inline -not -exact [lsearch -all -inline -not -exact $keys $first] $last] [list $zl]]]
-        set failed [catch {$rd read} reply]
-        $rd close
-        R 0 debug migration-delay reset
-        if {$failed} { fail "the migration failed: $reply" }
+        set reply [mg_deferred_reply $rd 0]
         mg_assert_reply $reply 5 [expr {[llength $keys] + 1}]
         assert {[dict get $reply writes_replayed] >= 3}
         # The first slot was held about one chunk, the last one sent five.
@@ -247,10 +241,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         } else {
             fail "DEBUG DIGEST was not held during the transfer"
         }
-        set failed [catch {$rd read} reply]
-        $rd close
-        R 0 debug migration-delay reset
-        if {$failed} { fail "the migration failed: $reply" }
+        set reply [mg_deferred_reply $rd 0]
         mg_assert_reply $reply 5 [llength [dict keys $snap]]
         # It ran once the bytes had left, before the handover: the keys
         # were all still there, as they were.
@@ -282,10 +273,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             fail "the write was not held"
         }
         $gone close
-        set failed [catch {$rd read} reply]
-        $rd close
-        R 0 debug migration-delay reset
-        if {$failed} { fail "the migration failed: $reply" }
+        set reply [mg_deferred_reply $rd 0]
         # It was held (counted once), but its wait, which never ended with
         # a command run, is not the longest wait: about the whole freeze.
         assert_equal 1 [dict get $reply commands_held]
@@ -356,10 +344,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_phase 0 delete
         # The donor pauses writes: its deletes (DELs to its replica) wait.
         R 0 client pause 1500 write
-        set failed [catch {$rd read} reply]
-        $rd close
-        R 0 debug migration-delay reset
-        if {$failed} { fail "the migration failed: $reply" }
+        set reply [mg_deferred_reply $rd 0]
         assert {[dict get $reply writes_replayed] >= 1}
         mg_assert_keys 1 $snap
         mg_assert_absent 0 [concat $keys [list $newk]]
