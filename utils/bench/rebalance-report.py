@@ -47,6 +47,11 @@ Definitions (also written into report.md):
               /proc/PID/task/PID/stat) during the rebalance, summed over
               the three donors, and of the recipient, per GB moved. It
               includes serving the client load at the same time.
+  servers' CPU  CPU-seconds per second of the four server processes
+              (every thread, /proc/PID/stat) before and during the
+              rebalance: pinned to one CPU (--pin yes), how much of it
+              they used; what is left before is what a migration can use
+              without taking it from the clients.
 """
 import json
 import math
@@ -265,6 +270,29 @@ def cpu_delta(samples_jsonl, port, key, t0, t1):
     return None if a is None or b is None else b - a
 
 
+def cpu_share(samples_jsonl, ports, t0, t1):
+    """CPU-seconds per second that the server processes of ports (every
+    thread) used between the last sample <= t0 and the first >= t1: with
+    the servers pinned to one CPU, how busy that CPU was with them (1.0:
+    all of it). None without two samples around the window."""
+    a = b = None
+    for s in samples_jsonl:
+        if s["t"] <= t0:
+            a = s
+        if s["t"] >= t1 and b is None:
+            b = s
+    if a is None or b is None or b["t"] <= a["t"]:
+        return None
+    used = 0.0
+    for p in ports:
+        va = a["nodes"].get(str(p), {}).get("cpu_proc")
+        vb = b["nodes"].get(str(p), {}).get("cpu_proc")
+        if va is None or vb is None:
+            return None
+        used += vb - va
+    return round(used / (b["t"] - a["t"]), 2)
+
+
 def analyse(system):
     d = os.path.join(OUT, system)
     res_path = os.path.join(d, "result.json")
@@ -318,6 +346,8 @@ def analyse(system):
         procs = [cpu_delta(sj, p, "cpu_proc", rs, re_) for p in ports]
         r["all_nodes_process_cpu_s"] = round(sum(x for x in procs if x is not None), 2)
         r["all_nodes_process_cpu_s_per_gb"] = round(r["all_nodes_process_cpu_s"] / gb, 1)
+        r["servers_cpu_before"] = cpu_share(sj, ports, rs - BEFORE, rs)
+        r["servers_cpu_during"] = cpu_share(sj, ports, rs, re_)
     # Which data path carried the blocks: the transport counters of INFO
     # migration, summed over the nodes, grown during the rebalance.
     for key, name in (("migration_rdma_wr_posted", "rdma_wr_posted"),
@@ -526,6 +556,8 @@ def main():
     row("recipient main-thread CPU-s per GB", lambda r: fmt(r.get("recipient_main_cpu_s_per_gb"), "", 1))
     row("all 4 processes' CPU-s per GB (every thread)",
         lambda r: fmt(r.get("all_nodes_process_cpu_s_per_gb"), "", 1))
+    row("servers' CPU use before / during (CPU-s per s, all 4 processes)",
+        lambda r: fmt(r.get("servers_cpu_before"), "", 2) + " / " + fmt(r.get("servers_cpu_during"), "", 2))
     row("client errors (failed ops)", lambda r: fmt(r["client_errors"]))
     row("writes acked / lost", lambda r: "-" if r.get("writes_acked") is None
         else "%s / %s" % (fmt(r["writes_acked"]), fmt(r["writes_lost"])))
