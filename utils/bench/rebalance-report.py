@@ -51,7 +51,9 @@ Definitions (also written into report.md):
               (every thread, /proc/PID/stat) before and during the
               rebalance: pinned to one CPU (--pin yes), how much of it
               they used; what is left before is what a migration can use
-              without taking it from the clients.
+              without taking it from the clients. From the samples around
+              each window (1 s apart): a rebalance of a few seconds is
+              measured with part of the seconds before and after it.
 """
 import json
 import math
