@@ -54,6 +54,10 @@ Definitions (also written into report.md):
               without taking it from the clients. From the samples around
               each window (1 s apart): a rebalance of a few seconds is
               measured with part of the seconds before and after it.
+  host steal  CPU-seconds per second, summed over the host's CPUs, that
+              the hypervisor gave other guests (/proc/stat "steal") in
+              each window: a window whose clients and servers all slowed
+              while this rose measured a busier host, not the system.
 """
 import json
 import math
@@ -272,6 +276,22 @@ def cpu_delta(samples_jsonl, port, key, t0, t1):
     return None if a is None or b is None else b - a
 
 
+def steal_share(samples_jsonl, t0, t1):
+    """Seconds per second the hypervisor gave other guests, summed over the
+    host's CPUs, between the last sample <= t0 and the first >= t1 (None
+    when the samples have no "cpus", i.e. older runs)."""
+    a = b = None
+    for s in samples_jsonl:
+        if s["t"] <= t0:
+            a = s
+        if s["t"] >= t1 and b is None:
+            b = s
+    if a is None or b is None or b["t"] <= a["t"] or not a.get("cpus") or not b.get("cpus"):
+        return None
+    st = sum(b["cpus"][c]["steal"] - a["cpus"][c]["steal"] for c in b["cpus"] if c in a["cpus"])
+    return round(st / (b["t"] - a["t"]), 3)
+
+
 def cpu_share(samples_jsonl, ports, t0, t1):
     """CPU-seconds per second that the server processes of ports (every
     thread) used between the last sample <= t0 and the first >= t1: with
@@ -350,6 +370,9 @@ def analyse(system):
         r["all_nodes_process_cpu_s_per_gb"] = round(r["all_nodes_process_cpu_s"] / gb, 1)
         r["servers_cpu_before"] = cpu_share(sj, ports, rs - BEFORE, rs)
         r["servers_cpu_during"] = cpu_share(sj, ports, rs, re_)
+    r["host_steal_before"] = steal_share(sj, rs - BEFORE, rs)
+    r["host_steal_during"] = steal_share(sj, rs, re_)
+    r["host_steal_after"] = steal_share(sj, re_, re_ + AFTER)
     # Which data path carried the blocks: the transport counters of INFO
     # migration, summed over the nodes, grown during the rebalance.
     for key, name in (("migration_rdma_wr_posted", "rdma_wr_posted"),
@@ -560,6 +583,8 @@ def main():
         lambda r: fmt(r.get("all_nodes_process_cpu_s_per_gb"), "", 1))
     row("servers' CPU use before / during (CPU-s per s, all 4 processes)",
         lambda r: fmt(r.get("servers_cpu_before"), "", 2) + " / " + fmt(r.get("servers_cpu_during"), "", 2))
+    row("host CPU stolen by other guests before / during / after (CPU-s per s)",
+        lambda r: " / ".join(fmt(r.get("host_steal_" + w), "", 2) for w in ("before", "during", "after")))
     row("client errors (failed ops)", lambda r: fmt(r["client_errors"]))
     row("writes acked / lost", lambda r: "-" if r.get("writes_acked") is None
         else "%s / %s" % (fmt(r["writes_acked"]), fmt(r["writes_lost"])))

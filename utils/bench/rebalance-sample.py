@@ -13,7 +13,11 @@ with SIGTERM (they flush and exit cleanly):
       keys (db0), used_memory, used_memory_rss, instantaneous_ops_per_sec,
       total_commands_processed, and every field of INFO migration and
       INFO slotalloc when the server has those sections (our build). A node
-      that does not answer is recorded as {"down": true}.
+      that does not answer is recorded as {"down": true}. Also, per CPU of
+      the host, "cpus": {"<n>": {"busy", "idle", "steal"}}: cumulative
+      seconds from /proc/stat (busy: user, nice, system, irq, softirq;
+      idle: idle, iowait; steal: time the hypervisor gave another guest),
+      to tell a slower host from a slower server.
 
   stamp OUT.log
       Copies stdin to OUT.log, one line per input line, prefixed with the
@@ -119,12 +123,31 @@ def num(v):
             return v
 
 
+def host_cpus():
+    """Per CPU: cumulative busy, idle and steal seconds (/proc/stat)."""
+    hz = os.sysconf("SC_CLK_TCK")
+    cpus = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                parts = line.split()
+                if not parts[0].startswith("cpu") or parts[0] == "cpu":
+                    continue
+                v = [int(x) for x in parts[1:9]] + [0] * 8
+                cpus[parts[0][3:]] = {"busy": round((v[0] + v[1] + v[2] + v[5] + v[6]) / hz, 2),
+                                      "idle": round((v[3] + v[4]) / hz, 2),
+                                      "steal": round(v[7] / hz, 2)}
+    except OSError:
+        pass
+    return cpus
+
+
 def sample(out_path, specs):
     nodes = [Node(s) for s in specs]
     with open(out_path, "a") as out:
         next_t = time.time()
         while not stopping:
-            tick = {"t": round(time.time(), 3), "nodes": {}}
+            tick = {"t": round(time.time(), 3), "nodes": {}, "cpus": host_cpus()}
             for n in nodes:
                 rec = {}
                 rec["cpu_proc"], rec["cpu_main"] = n.cpu()
