@@ -276,27 +276,9 @@ def cpu_delta(samples_jsonl, port, key, t0, t1):
     return None if a is None or b is None else b - a
 
 
-def steal_share(samples_jsonl, t0, t1):
-    """Seconds per second the hypervisor gave other guests, summed over the
-    host's CPUs, between the last sample <= t0 and the first >= t1 (None
-    when the samples have no "cpus", i.e. older runs)."""
-    a = b = None
-    for s in samples_jsonl:
-        if s["t"] <= t0:
-            a = s
-        if s["t"] >= t1 and b is None:
-            b = s
-    if a is None or b is None or b["t"] <= a["t"] or not a.get("cpus") or not b.get("cpus"):
-        return None
-    st = sum(b["cpus"][c]["steal"] - a["cpus"][c]["steal"] for c in b["cpus"] if c in a["cpus"])
-    return round(st / (b["t"] - a["t"]), 3)
-
-
-def cpu_share(samples_jsonl, ports, t0, t1):
-    """CPU-seconds per second that the server processes of ports (every
-    thread) used between the last sample <= t0 and the first >= t1: with
-    the servers pinned to one CPU, how busy that CPU was with them (1.0:
-    all of it). None without two samples around the window."""
+def samples_around(samples_jsonl, t0, t1):
+    """The last sample <= t0 and the first >= t1 (None, None if either is
+    missing or they do not span any time)."""
     a = b = None
     for s in samples_jsonl:
         if s["t"] <= t0:
@@ -304,6 +286,28 @@ def cpu_share(samples_jsonl, ports, t0, t1):
         if s["t"] >= t1 and b is None:
             b = s
     if a is None or b is None or b["t"] <= a["t"]:
+        return None, None
+    return a, b
+
+
+def steal_share(samples_jsonl, t0, t1):
+    """Seconds per second the hypervisor gave other guests, summed over the
+    host's CPUs, between the samples around t0..t1 (None when the samples
+    have no "cpus", i.e. older runs)."""
+    a, b = samples_around(samples_jsonl, t0, t1)
+    if a is None or not a.get("cpus") or not b.get("cpus"):
+        return None
+    st = sum(b["cpus"][c]["steal"] - a["cpus"][c]["steal"] for c in b["cpus"] if c in a["cpus"])
+    return round(st / (b["t"] - a["t"]), 3)
+
+
+def cpu_share(samples_jsonl, ports, t0, t1):
+    """CPU-seconds per second that the server processes of ports (every
+    thread) used between the samples around t0..t1: with the servers
+    pinned to one CPU, how busy that CPU was with them (1.0: all of it).
+    None without two samples around the window."""
+    a, b = samples_around(samples_jsonl, t0, t1)
+    if a is None:
         return None
     used = 0.0
     for p in ports:
