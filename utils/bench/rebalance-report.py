@@ -277,14 +277,17 @@ def cpu_delta(samples_jsonl, port, key, t0, t1):
 
 
 def samples_around(samples_jsonl, t0, t1):
-    """The last sample <= t0 and the first >= t1 (None, None if either is
-    missing or they do not span any time)."""
+    """The last sample <= t0 and the first >= t1, or the last sample when
+    the sampler stopped before t1 (None, None if there is no sample <= t0
+    or they do not span any time)."""
     a = b = None
     for s in samples_jsonl:
         if s["t"] <= t0:
             a = s
         if s["t"] >= t1 and b is None:
             b = s
+    if b is None and samples_jsonl:
+        b = samples_jsonl[-1]
     if a is None or b is None or b["t"] <= a["t"]:
         return None, None
     return a, b
