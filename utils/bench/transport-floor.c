@@ -101,6 +101,15 @@ static void *sender(void *arg) {
     return NULL;
 }
 
+/* One line of output: what was measured since (c0, t0), CPU and wall. */
+static void printSince(const char *mode, double c0, double t0) {
+    double c1 = clockSeconds(CLOCK_PROCESS_CPUTIME_ID),
+           t1 = clockSeconds(CLOCK_MONOTONIC);
+    printf("%-9s %6zu MB  wall %7.1f ms  cpu %7.1f ms  (%.2f CPU-s per GB)\n",
+           mode, total >> 20, (t1 - t0) * 1e3, (c1 - c0) * 1e3,
+           (c1 - c0) / ((double)total / (1 << 30)));
+}
+
 /* One transfer into dst, timed; prints a line. */
 static void receiveInto(const char *mode, char *dst) {
     double c0 = clockSeconds(CLOCK_PROCESS_CPUTIME_ID),
@@ -112,11 +121,7 @@ static void receiveInto(const char *mode, char *dst) {
         if (r <= 0) die("read");
         off += (size_t)r;
     }
-    double c1 = clockSeconds(CLOCK_PROCESS_CPUTIME_ID),
-           t1 = clockSeconds(CLOCK_MONOTONIC);
-    printf("%-9s %6zu MB  wall %7.1f ms  cpu %7.1f ms  (%.2f CPU-s per GB)\n",
-           mode, total >> 20, (t1 - t0) * 1e3, (c1 - c0) * 1e3,
-           (c1 - c0) / ((double)total / (1 << 30)));
+    printSince(mode, c0, t0);
 }
 
 int main(int argc, char **argv) {
@@ -144,11 +149,7 @@ int main(int argc, char **argv) {
         double c0 = clockSeconds(CLOCK_PROCESS_CPUTIME_ID),
                t0 = clockSeconds(CLOCK_MONOTONIC);
         for (size_t off = 0; off < total; off += 4096) p[off] = 1;
-        double c1 = clockSeconds(CLOCK_PROCESS_CPUTIME_ID),
-               t1 = clockSeconds(CLOCK_MONOTONIC);
-        printf("%-9s %6zu MB  wall %7.1f ms  cpu %7.1f ms  (%.2f CPU-s per GB)\n",
-               "touch", total >> 20, (t1 - t0) * 1e3, (c1 - c0) * 1e3,
-               (c1 - c0) / ((double)total / (1 << 30)));
+        printSince("touch", c0, t0);
         munmap(p, total);
     }
     if (write(conn[1], "q", 1) != 1) die("write quit");
