@@ -317,11 +317,10 @@ typedef struct migSession {
 static migSession *mig = NULL;      /* The running migration, if any. */
 static long long migTimerId = -1;
 
-/* What STATUS and INFO show of the last migration, and totals. */
-static struct {
-    int role, last;
-    sds last_error;
-    char last_transport[8];
+/* One migration's figures, as the summary reply, STATUS and INFO's
+ * migration_last_* fields show them (migSessionFigures). */
+typedef struct migFigures {
+    char transport[8];              /* "none" if it never chose one. */
     int slots;
     long long keys, bytes, bytes_total, keys_zero_copy, keys_serialized;
     long long bytes_serialized;
@@ -329,6 +328,13 @@ static struct {
     long long write_pause_ms, write_pause_mean_ms, elapsed_ms, writes_replayed;
     long long held_cmds, held_max_ms;
     long long throttled_ms;
+} migFigures;
+
+/* What STATUS and INFO show of the last migration, and totals. */
+static struct {
+    int role, last;
+    sds last_error;
+    migFigures fig;                 /* Its figures ("" transport: none yet). */
     long long manifests_rebuilt, manifests_stale, prepare_frozen_ms;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
@@ -365,6 +371,7 @@ static struct {
 static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
 static void migCaptureFree(migSession *s);
 static long long migWritePauseMean(migSession *s);
+static void migSessionFigures(migSession *s, migFigures *f);
 static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
                            const char *what);
 
@@ -498,26 +505,10 @@ static void migEndSession(migSession *s, int last) {
     migLast.last = last;
     sdsfree(migLast.last_error);
     migLast.last_error = s->error ? sdsdup(s->error) : NULL;
-    snprintf(migLast.last_transport, sizeof(migLast.last_transport), "%s",
-             s->transport[0] ? s->transport : "none");
-    migLast.slots = s->nslots;
-    migLast.keys = s->keys;
-    migLast.bytes = s->bytes;
-    migLast.bytes_total = s->bytes_total;
-    migLast.keys_zero_copy = s->keys_zero_copy;
-    migLast.keys_serialized = s->keys_serialized;
-    migLast.bytes_serialized = s->bytes_serialized;
-    memcpy(migLast.phase_ms, s->phase_ms, sizeof(s->phase_ms));
-    migLast.write_pause_ms = s->write_pause_ms;
-    migLast.write_pause_mean_ms = migWritePauseMean(s);
-    migLast.held_cmds = s->held_cmds;
-    migLast.held_max_ms = s->held_max_ms;
-    migLast.throttled_ms = s->throttled_ms;
+    migSessionFigures(s, &migLast.fig);
     migLast.manifests_rebuilt = s->manifests_rebuilt;
     migLast.manifests_stale = s->manifests_stale;
     migLast.prepare_frozen_ms = s->prepare_frozen_ms;
-    migLast.writes_replayed = s->writes_replayed;
-    migLast.elapsed_ms = mstime() - s->start_ms;
     if (last == MIG_LAST_OK) {
         migLast.total_ok++;
         migLast.total_keys += s->keys;
@@ -539,7 +530,7 @@ static void migEndSession(migSession *s, int last) {
             "paused %lld ms, %lld ms on average per slot, %lld commands held "
             "up to %lld ms, %lld replayed)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
-            migLast.last_transport, migLast.elapsed_ms,
+            migLast.fig.transport, migLast.fig.elapsed_ms,
             s->phase_ms[MIG_PHASE_PREPARE], s->prepare_frozen_ms,
             s->manifests_rebuilt, s->phase_ms[MIG_PHASE_TRANSFER],
             s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
@@ -584,47 +575,52 @@ static void migEndSession(migSession *s, int last) {
     if (mig == s) mig = NULL;
 }
 
-/* The figures of a migration, as a map: the summary reply, and STATUS. */
-static void migAddReplyFigures(client *c, int status, const char *phase,
-    const char *transport, int slots, long long keys, long long bytes,
-    long long bytes_total, long long kzc, long long kser, long long bser,
-    const long long *phase_ms, long long pause, long long pause_mean, long long held,
-    long long held_max, long long replayed, long long throttled, long long elapsed,
-    int role, const char *state, const char *last, const char *last_error)
-{
-    addReplyMapLen(c, status ? 25 : 18);
+/* A session's figures so far (its transport "none" if it has none yet). */
+static void migSessionFigures(migSession *s, migFigures *f) {
+    snprintf(f->transport, sizeof(f->transport), "%s",
+             s->transport[0] ? s->transport : "none");
+    f->slots = s->nslots;
+    f->keys = s->keys;
+    f->bytes = s->bytes;
+    f->bytes_total = s->bytes_total;
+    f->keys_zero_copy = s->keys_zero_copy;
+    f->keys_serialized = s->keys_serialized;
+    f->bytes_serialized = s->bytes_serialized;
+    memcpy(f->phase_ms, s->phase_ms, sizeof(f->phase_ms));
+    f->write_pause_ms = s->write_pause_ms;
+    f->write_pause_mean_ms = migWritePauseMean(s);
+    f->held_cmds = s->held_cmds;
+    f->held_max_ms = s->held_max_ms;
+    f->writes_replayed = s->writes_replayed;
+    f->throttled_ms = s->throttled_ms;
+    f->elapsed_ms = mstime() - s->start_ms;
+}
+
+/* The fields of a migration's figures, shared by the summary reply (18
+ * fields) and STATUS (which adds bytes_total: 19), in their order. */
+static void migAddReplyFigureFields(client *c, const migFigures *f, int status) {
+    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, f->transport);
+    addReplyBulkCString(c, "slots"); addReplyLongLong(c, f->slots);
+    addReplyBulkCString(c, "keys"); addReplyLongLong(c, f->keys);
+    addReplyBulkCString(c, "bytes"); addReplyLongLong(c, f->bytes);
     if (status) {
-        addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[role]);
-        addReplyBulkCString(c, "state"); addReplyBulkCString(c, state);
-        addReplyBulkCString(c, "phase"); addReplyBulkCString(c, phase);
+        addReplyBulkCString(c, "bytes_total"); addReplyLongLong(c, f->bytes_total);
     }
-    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, transport);
-    addReplyBulkCString(c, "slots"); addReplyLongLong(c, slots);
-    addReplyBulkCString(c, "keys"); addReplyLongLong(c, keys);
-    addReplyBulkCString(c, "bytes"); addReplyLongLong(c, bytes);
-    if (status) {
-        addReplyBulkCString(c, "bytes_total"); addReplyLongLong(c, bytes_total);
-    }
-    addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, kzc);
-    addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, kser);
-    addReplyBulkCString(c, "bytes_serialized"); addReplyLongLong(c, bser);
-    addReplyBulkCString(c, "prepare_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_PREPARE]);
-    addReplyBulkCString(c, "transfer_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_TRANSFER]);
+    addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, f->keys_zero_copy);
+    addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, f->keys_serialized);
+    addReplyBulkCString(c, "bytes_serialized"); addReplyLongLong(c, f->bytes_serialized);
+    addReplyBulkCString(c, "prepare_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_PREPARE]);
+    addReplyBulkCString(c, "transfer_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_TRANSFER]);
     addReplyBulkCString(c, "patch_ms");
-    addReplyLongLong(c, phase_ms[MIG_PHASE_PATCH] + phase_ms[MIG_PHASE_LINK]);
-    addReplyBulkCString(c, "handover_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_HANDOVER]);
-    addReplyBulkCString(c, "delete_ms"); addReplyLongLong(c, phase_ms[MIG_PHASE_DELETE]);
-    addReplyBulkCString(c, "write_pause_ms"); addReplyLongLong(c, pause);
-    addReplyBulkCString(c, "write_pause_mean_ms"); addReplyLongLong(c, pause_mean);
-    addReplyBulkCString(c, "commands_held"); addReplyLongLong(c, held);
-    addReplyBulkCString(c, "commands_held_max_ms"); addReplyLongLong(c, held_max);
-    addReplyBulkCString(c, "writes_replayed"); addReplyLongLong(c, replayed);
-    addReplyBulkCString(c, "throttled_ms"); addReplyLongLong(c, throttled);
-    if (status) {
-        addReplyBulkCString(c, "elapsed_ms"); addReplyLongLong(c, elapsed);
-        addReplyBulkCString(c, "last_status"); addReplyBulkCString(c, last);
-        addReplyBulkCString(c, "last_error"); addReplyBulkCString(c, last_error ? last_error : "");
-    }
+    addReplyLongLong(c, f->phase_ms[MIG_PHASE_PATCH] + f->phase_ms[MIG_PHASE_LINK]);
+    addReplyBulkCString(c, "handover_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_HANDOVER]);
+    addReplyBulkCString(c, "delete_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_DELETE]);
+    addReplyBulkCString(c, "write_pause_ms"); addReplyLongLong(c, f->write_pause_ms);
+    addReplyBulkCString(c, "write_pause_mean_ms"); addReplyLongLong(c, f->write_pause_mean_ms);
+    addReplyBulkCString(c, "commands_held"); addReplyLongLong(c, f->held_cmds);
+    addReplyBulkCString(c, "commands_held_max_ms"); addReplyLongLong(c, f->held_max_ms);
+    addReplyBulkCString(c, "writes_replayed"); addReplyLongLong(c, f->writes_replayed);
+    addReplyBulkCString(c, "throttled_ms"); addReplyLongLong(c, f->throttled_ms);
 }
 
 /* Block a client until the migration answers it (migrationReply*). */
@@ -2504,11 +2500,10 @@ static void migDonorFinish(migSession *s) {
     if (s->caller) {
         client *c = s->caller;
         if (ok) {
-            migAddReplyFigures(c, 0, "done", s->transport, s->nslots, s->keys,
-                s->bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-                s->bytes_serialized, s->phase_ms, s->write_pause_ms, migWritePauseMean(s),
-                s->held_cmds, s->held_max_ms, s->writes_replayed, s->throttled_ms, 0,
-                s->role, "", "", NULL);
+            migFigures f;
+            migSessionFigures(s, &f);
+            addReplyMapLen(c, 18);
+            migAddReplyFigureFields(c, &f, 0);
         } else {
             addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
                 "back to STABLE, the slots and their keys are still here",
@@ -3143,29 +3138,30 @@ static int migCheckNode(client *c) {
 
 static void migStatusCommand(client *c) {
     migSession *s = mig;
+    migFigures f;
+
     if (s) {
-        long long phase_ms[MIG_PHASE_COUNT];
-        memcpy(phase_ms, s->phase_ms, sizeof(phase_ms));
-        if (s->phase < MIG_PHASE_COUNT) phase_ms[s->phase] += mstime() - s->phase_start_ms;
-        long long bytes = s->role == MIG_ROLE_DONOR ? s->bytes_sent : s->bytes;
-        migAddReplyFigures(c, 1, migPhaseName[s->phase],
-            s->transport[0] ? s->transport : migKindName(s->kind), s->nslots,
-            s->keys, bytes, s->bytes_total, s->keys_zero_copy, s->keys_serialized,
-            s->bytes_serialized, phase_ms, s->write_pause_ms, migWritePauseMean(s),
-            s->held_cmds, s->held_max_ms, s->writes_replayed, s->throttled_ms,
-            mstime() - s->start_ms, s->role, "running",
-            migLastName[migLast.last], migLast.last_error);
+        /* The phase under way counts up to now; a donor's bytes are those
+         * sent so far. */
+        migSessionFigures(s, &f);
+        if (!s->transport[0])
+            snprintf(f.transport, sizeof(f.transport), "%s", migKindName(s->kind));
+        if (s->phase < MIG_PHASE_COUNT) f.phase_ms[s->phase] += mstime() - s->phase_start_ms;
+        if (s->role == MIG_ROLE_DONOR) f.bytes = s->bytes_sent;
     } else {
-        migAddReplyFigures(c, 1, "idle", migLast.last_transport[0] ? migLast.last_transport : "none",
-            migLast.slots, migLast.keys, migLast.bytes, migLast.bytes_total,
-            migLast.keys_zero_copy, migLast.keys_serialized, migLast.bytes_serialized,
-            migLast.phase_ms,
-            migLast.write_pause_ms, migLast.write_pause_mean_ms, migLast.held_cmds,
-            migLast.held_max_ms, migLast.writes_replayed, migLast.throttled_ms,
-            migLast.elapsed_ms,
-            MIG_ROLE_NONE, "idle",
-            migLastName[migLast.last], migLast.last_error);
+        f = migLast.fig;
+        if (!f.transport[0]) snprintf(f.transport, sizeof(f.transport), "none");
     }
+    addReplyMapLen(c, 25);
+    addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[s ? s->role : MIG_ROLE_NONE]);
+    addReplyBulkCString(c, "state"); addReplyBulkCString(c, s ? "running" : "idle");
+    addReplyBulkCString(c, "phase");
+    addReplyBulkCString(c, s ? migPhaseName[s->phase] : "idle");
+    migAddReplyFigureFields(c, &f, 1);
+    addReplyBulkCString(c, "elapsed_ms"); addReplyLongLong(c, f.elapsed_ms);
+    addReplyBulkCString(c, "last_status"); addReplyBulkCString(c, migLastName[migLast.last]);
+    addReplyBulkCString(c, "last_error");
+    addReplyBulkCString(c, migLast.last_error ? migLast.last_error : "");
 }
 
 static void migCancelCommand(client *c) {
@@ -3811,10 +3807,10 @@ sds migrationGenInfo(sds info) {
         s ? s->bytes_total : 0,
         migLastName[migLast.last],
         migLast.last_error ? migLast.last_error : "",
-        migLast.last_transport[0] ? migLast.last_transport : "none",
-        migLast.keys, migLast.bytes, migLast.elapsed_ms, migLast.write_pause_ms,
-        migLast.write_pause_mean_ms, migLast.held_cmds, migLast.held_max_ms,
-        migLast.writes_replayed, migLast.throttled_ms, migLast.prepare_frozen_ms,
+        migLast.fig.transport[0] ? migLast.fig.transport : "none",
+        migLast.fig.keys, migLast.fig.bytes, migLast.fig.elapsed_ms, migLast.fig.write_pause_ms,
+        migLast.fig.write_pause_mean_ms, migLast.fig.held_cmds, migLast.fig.held_max_ms,
+        migLast.fig.writes_replayed, migLast.fig.throttled_ms, migLast.prepare_frozen_ms,
         migLast.manifests_rebuilt, migLast.manifests_stale,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
         migLast.total_writes_replayed, migLast.prio_raised, server.migration_max_bandwidth,
