@@ -264,21 +264,23 @@ static int cliMigPollStatus(redisContext *status, cliMigProgress *p,
  * The move
  * ------------------------------------------------------------------ */
 
-/* A numeric field of the donor's INFO section, -1 if unknown: its
- * used_memory (INFO memory) and migration_max_bandwidth (INFO migration)
- * size the TIMEOUT (cliMigTimeout). */
-static long long cliMigInfoField(redisContext *c, const char *section,
-                                 const char *field) {
-    long long v = -1;
-    redisReply *r = redisCommand(c, "INFO %s", section);
-    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
-        char key[64];
-        snprintf(key, sizeof(key), "\n%s:", field);
-        const char *f = strstr(r->str, key);
-        if (f) v = strtoll(f + strlen(key), NULL, 10);
+/* What sizes the TIMEOUT (cliMigTimeout): the donor's used_memory (INFO
+ * memory) and migration_max_bandwidth (INFO migration), both from one
+ * INFO round trip; -1 for what is unknown. */
+static void cliMigDonorFigures(redisContext *c, long long *used_memory,
+                               long long *max_bandwidth) {
+    const char *argv[3] = {"INFO", "memory", "migration"};
+    const char *fields[2] = {"\nused_memory:", "\nmigration_max_bandwidth:"};
+    long long *values[2] = {used_memory, max_bandwidth};
+    redisReply *r = redisCommandArgv(c, 3, argv, NULL);
+
+    for (int i = 0; i < 2; i++) {
+        const char *f = NULL;
+        if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB))
+            f = strstr(r->str, fields[i]);
+        *values[i] = f ? strtoll(f + strlen(fields[i]), NULL, 10) : -1;
     }
     if (r) freeReplyObject(r);
-    return v;
 }
 
 /* Sends argv to the donor and waits for its reply, polling STATUS on
@@ -440,12 +442,12 @@ int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
         !cliMigWaitPending())
         return 0;
 
+    long long used_memory, max_bandwidth;
+    cliMigDonorFigures(src->ctx, &used_memory, &max_bandwidth);
     cliMigArgs a = {
         .host = dst->ip, .port = dst->port, .slots = slots, .nslots = nslots,
         .transport = o->transport, .user = o->user, .pass = o->pass,
-        .timeout_ms = cliMigTimeout(o->timeout_ms,
-            cliMigInfoField(src->ctx, "memory", "used_memory"),
-            cliMigInfoField(src->ctx, "migration", "migration_max_bandwidth")),
+        .timeout_ms = cliMigTimeout(o->timeout_ms, used_memory, max_bandwidth),
     };
     char **argv, **ranges;
     size_t *argvlen;
