@@ -15,11 +15,15 @@
  *     route, build PD, completion channel, CQ and QP, post the receive for
  *     the VERDICT, then rdma_connect() with a HELLO carrying the token in
  *     the connect private data.
- *  3. Recipient: on CONNECT_REQUEST compare the token. Wrong: rdma_reject()
- *     with a WELCOME saying MIG_STATUS_BAD_TOKEN in the reject private data
- *     (the donor reports "token mismatch"), and the listener waits on. Right:
- *     move the id to its own event channel (so the listener and the
- *     connection are independent), build its verbs resources, accept.
+ *  3. Recipient: on CONNECT_REQUEST compare the token. Wrong, or no HELLO
+ *     in the private data: rdma_reject() with a WELCOME saying
+ *     MIG_STATUS_BAD_TOKEN in the reject private data (the donor reports
+ *     "token mismatch"), and the listener waits on. Right: move the id to
+ *     its own event channel (so the listener and the connection are
+ *     independent), build its verbs resources, accept, and wait for
+ *     ESTABLISHED for MIG_HANDSHAKE_MS at most: a peer that never completes
+ *     is dropped and the listener waits on too. Requests are handled one
+ *     at a time (those that arrive meanwhile queue on the listener).
  *  4. Recipient: migRegisterRecvBlocks() registers each block with
  *     LOCAL_WRITE | REMOTE_WRITE for the span of this connection, and posts
  *     the receive for the donor's DONE (sized for one count per block)
@@ -291,7 +295,7 @@ int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err) {
                     bindaddr);
         goto fail;
     }
-    if (rdma_listen(rl->id, 4)) {
+    if (rdma_listen(rl->id, MIG_LISTEN_BACKLOG)) {
         migSetError(err, "rdma: listen on %s:%d: %s", bindaddr, port,
                     strerror(errno));
         goto fail;
@@ -628,6 +632,96 @@ static void migRdmaRefuse(struct rdma_cm_id *id, uint32_t status) {
     rdma_destroy_id(id);
 }
 
+/* Answer one CONNECT_REQUEST (its event 'ev', acked here). Returns the
+ * connection, or NULL: *fatal 0 when the peer was refused or did not
+ * complete within the handshake bound (counted on the listener, which
+ * waits on), 1 when this side failed (err set). */
+static migConn *migRdmaAcceptOne(migListener *l, struct rdma_cm_event *ev,
+                                 int ioTimeoutMs, int *fatal, char *err) {
+    struct rdma_cm_id *id = ev->id;
+    migWireHello h;
+    int okHello = migDecodeHello(ev->param.conn.private_data,
+                                 ev->param.conn.private_data_len,
+                                 MIG_MSG_HELLO, &h) == 0;
+    rdma_ack_cm_event(ev);
+    *fatal = 0;
+
+    migConn *c = migRdmaNewConn(0, ioTimeoutMs, err);
+    if (c == NULL) {
+        migRdmaRefuse(id, MIG_STATUS_BAD_SUMMARY);
+        *fatal = 1;
+        return NULL;
+    }
+    migRdmaConn *r = R(c);
+    migRdmaFormatPeer(c, rdma_get_peer_addr(id));
+    if (!okHello) {
+        migListenerRefuse(l, "rdma: connection request from %s carries no "
+                          "migration HELLO: refused", c->peer);
+        migRdmaRefuse(id, MIG_STATUS_BAD_TOKEN);
+        goto drop;
+    }
+    if (!migTokenEqual(h.token, l->token)) {
+        migListenerRefuse(l, "rdma: token mismatch: %s presented a wrong "
+                          "token: refused", c->peer);
+        migRdmaRefuse(id, MIG_STATUS_BAD_TOKEN);
+        goto drop;
+    }
+    /* The connection gets its own event channel. */
+    r->ec = rdma_create_event_channel();
+    if (r->ec == NULL || migRdmaNonBlock(r->ec->fd) ||
+        rdma_migrate_id(id, r->ec)) {
+        migSetError(err, "rdma: moving the connection to its own channel: %s",
+                    strerror(errno));
+        migRdmaRefuse(id, MIG_STATUS_BAD_SUMMARY);
+        *fatal = 1;
+        goto drop;
+    }
+    r->id = id;
+    if (migRdmaSetupVerbs(c, 4, MIG_RDMA_RECV_WR, err)) {
+        rdma_reject(id, NULL, 0);
+        *fatal = 1;
+        goto drop;
+    }
+    migWireHello w;
+    migEncodeHello(&w, MIG_MSG_WELCOME, MIG_STATUS_OK, NULL);
+    struct rdma_conn_param param;
+    memset(&param, 0, sizeof(param));
+    param.private_data = &w;
+    param.private_data_len = sizeof(w);
+    param.rnr_retry_count = 7;
+    /* The peer's part of the handshake is bounded, not our setup above. */
+    int hsMs = ioTimeoutMs < MIG_HANDSHAKE_MS ? ioTimeoutMs : MIG_HANDSHAKE_MS;
+    int64_t deadline = migNowMs() + hsMs;
+    if (rdma_accept(id, &param)) {
+        /* Typically the peer gave up on its request already. */
+        migListenerRefuse(l, "rdma: rdma_accept(%s): %s: dropped", c->peer,
+                          strerror(errno));
+        goto drop;
+    }
+    char cerr[MIG_ERR_LEN];
+    if (migRdmaGetEvent(r->ec, deadline, hsMs,
+                        "the connection to be established", &ev, cerr)) {
+        migListenerRefuse(l, "%s from %s: dropped", cerr, c->peer);
+        goto drop;
+    }
+    enum rdma_cm_event_type t = ev->event;
+    rdma_ack_cm_event(ev);
+    if (t != RDMA_CM_EVENT_ESTABLISHED) {
+        migListenerRefuse(l, "rdma: connection from %s not established: %s: "
+                          "dropped", c->peer, rdma_event_str(t));
+        goto drop;
+    }
+    r->established = 1;
+    return c;
+
+drop:
+    migClose(c);
+    return NULL;
+}
+
+/* Wait for a donor: every connection request is answered in turn, and
+ * one refused or never completed leaves the listener waiting for the
+ * next, until the wait ends. */
 migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
     migRdmaListener *rl = l->rdma;
     int64_t deadline = migNowMs() + waitMs;
@@ -638,80 +732,20 @@ migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
     for (;;) {
         if (migRdmaGetEvent(rl->ec, deadline, waitMs, what, &ev, err))
             return NULL;
-        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) break;
-        rdma_ack_cm_event(ev);      /* nothing else matters to a listener */
+        if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+            rdma_ack_cm_event(ev);  /* nothing else matters to a listener */
+            continue;
+        }
+        int fatal;
+        migConn *c = migRdmaAcceptOne(l, ev, ioTimeoutMs, &fatal, err);
+        if (c || fatal) return c;
+        /* Requests queued meanwhile wait for the next call. */
+        if (migNowMs() >= deadline) {
+            migSetError(err, "rdma: timeout after %d ms waiting for %s", waitMs,
+                        what);
+            return NULL;
+        }
     }
-    struct rdma_cm_id *id = ev->id;
-    migWireHello h;
-    int okHello = migDecodeHello(ev->param.conn.private_data,
-                                 ev->param.conn.private_data_len,
-                                 MIG_MSG_HELLO, &h) == 0;
-    rdma_ack_cm_event(ev);
-
-    /* A donor is in: accepting it gets the I/O timeout, whatever was left
-     * of the wait (a connection torn down half-way because the wait ran
-     * out would fail the donor's connect). */
-    deadline = migNowMs() + ioTimeoutMs;
-    migConn *c = migRdmaNewConn(0, ioTimeoutMs, err);
-    if (c == NULL) {
-        migRdmaRefuse(id, MIG_STATUS_BAD_SUMMARY);
-        return NULL;
-    }
-    migRdmaConn *r = R(c);
-    migRdmaFormatPeer(c, rdma_get_peer_addr(id));
-    if (!okHello) {
-        migSetError(err, "rdma: connection request from %s carries no "
-                    "migration HELLO: refused", c->peer);
-        migRdmaRefuse(id, MIG_STATUS_BAD_TOKEN);
-        goto fail;
-    }
-    if (!migTokenEqual(h.token, l->token)) {
-        migSetError(err, "rdma: token mismatch: %s presented a wrong token; "
-                    "connection refused", c->peer);
-        migRdmaRefuse(id, MIG_STATUS_BAD_TOKEN);
-        goto fail;
-    }
-    /* The connection gets its own event channel. */
-    r->ec = rdma_create_event_channel();
-    if (r->ec == NULL || migRdmaNonBlock(r->ec->fd) ||
-        rdma_migrate_id(id, r->ec)) {
-        migSetError(err, "rdma: moving the connection to its own channel: %s",
-                    strerror(errno));
-        migRdmaRefuse(id, MIG_STATUS_BAD_SUMMARY);
-        goto fail;
-    }
-    r->id = id;
-    if (migRdmaSetupVerbs(c, 4, MIG_RDMA_RECV_WR, err)) {
-        rdma_reject(id, NULL, 0);
-        goto fail;
-    }
-    migWireHello w;
-    migEncodeHello(&w, MIG_MSG_WELCOME, MIG_STATUS_OK, NULL);
-    struct rdma_conn_param param;
-    memset(&param, 0, sizeof(param));
-    param.private_data = &w;
-    param.private_data_len = sizeof(w);
-    param.rnr_retry_count = 7;
-    if (rdma_accept(id, &param)) {
-        migSetError(err, "rdma: rdma_accept(%s): %s", c->peer, strerror(errno));
-        goto fail;
-    }
-    if (migRdmaGetEvent(r->ec, deadline, ioTimeoutMs,
-                        "the connection to be established", &ev, err))
-        goto fail;
-    enum rdma_cm_event_type t = ev->event;
-    rdma_ack_cm_event(ev);
-    if (t != RDMA_CM_EVENT_ESTABLISHED) {
-        migSetError(err, "rdma: connection from %s not established: %s",
-                    c->peer, rdma_event_str(t));
-        goto fail;
-    }
-    r->established = 1;
-    return c;
-
-fail:
-    migClose(c);
-    return NULL;
 }
 
 migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,

@@ -7,8 +7,8 @@
  *  1. donor -> recipient: HELLO (migWireHello) carrying the token.
  *  2. recipient -> donor: WELCOME with MIG_STATUS_OK, or MIG_STATUS_BAD_TOKEN
  *     after which the recipient closes the connection. A peer that sends
- *     nothing, or garbage, before the accept timeout is dropped too; the
- *     listener can then accept again.
+ *     anything but a HELLO, closes, or has not sent all of its HELLO
+ *     MIG_HANDSHAKE_MS after it connected is dropped too.
  *  3. donor -> recipient: any number of DATA records, a migWireRecord
  *     header followed by its payload, sent with writev() straight from
  *     the donor's blocks (up to IOV_MAX iovecs per call). The recipient
@@ -23,6 +23,16 @@
  *     of the extent list, then one big endian u64 per remote block: bytes
  *     written into it). The recipient compares it with what it counted.
  *  5. recipient -> donor: VERDICT, status plus an error text on failure.
+ *
+ * The listener survives strangers (migtransport.h, "Strangers"): it keeps
+ * up to MIG_PENDING_MAX accepted peers whose HELLO is still incomplete
+ * (struct migTcpPending, in the listener, so that they carry over from
+ * one migAccept() call to the next) and polls them together with the
+ * listening socket: one peer's silence delays nobody, each is dropped at
+ * its own deadline, and when more are pending the oldest goes. A peer is
+ * read only up to the end of its HELLO (the donor sends nothing more
+ * before our WELCOME), and dropped at its first byte that cannot start
+ * one.
  *
  * All sockets are non-blocking; every wait is a poll() bounded by a
  * deadline, so no call can hang on a silent peer. Writes use sendmsg()
@@ -101,6 +111,17 @@ void migSetError(char *err, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(err, MIG_ERR_LEN, fmt, ap);
     va_end(ap);
+}
+
+/* A listener dropped a peer: count it, and keep why for the error of a
+ * migAccept() that ends without a donor (strangers are expected, so this
+ * is no error by itself). */
+void migListenerRefuse(migListener *l, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(l->lastRefusal, sizeof(l->lastRefusal), fmt, ap);
+    va_end(ap);
+    __atomic_add_fetch(&l->refused, 1, __ATOMIC_RELAXED);
 }
 
 int64_t migNowMs(void) {
@@ -623,6 +644,16 @@ static int migTcpWriteFull(migConn *c, const void *buf, size_t len,
 
 /* ============================= TCP listener ============================== */
 
+/* An accepted peer whose HELLO is not complete yet. */
+typedef struct migTcpPending {
+    int fd;
+    int64_t deadline;           /* dropped then if still incomplete */
+    int boundMs;                /* its handshake bound, for the message */
+    size_t got;                 /* bytes of hello[] received */
+    unsigned char hello[sizeof(migWireHello)];
+    char peer[80];
+} migTcpPending;
+
 static int migTcpListen(migListener *l, const char *bindaddr, int port,
                         char *err) {
     struct addrinfo hints, *res = NULL, *ai;
@@ -648,7 +679,8 @@ static int migTcpListen(migListener *l, const char *bindaddr, int port,
         }
         int one = 1;
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 && listen(fd, 4) == 0)
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            listen(fd, MIG_LISTEN_BACKLOG) == 0)
             break;
         lastErrno = errno;
         close(fd);
@@ -669,6 +701,12 @@ static int migTcpListen(migListener *l, const char *bindaddr, int port,
         close(fd);
         return -1;
     }
+    l->pending = calloc(MIG_PENDING_MAX, sizeof(*l->pending));
+    if (l->pending == NULL) {
+        migSetError(err, "tcp: out of memory");
+        close(fd);
+        return -1;
+    }
     l->port = ntohs(ss.ss_family == AF_INET6 ?
                     ((struct sockaddr_in6 *)&ss)->sin6_port :
                     ((struct sockaddr_in *)&ss)->sin_port);
@@ -676,77 +714,250 @@ static int migTcpListen(migListener *l, const char *bindaddr, int port,
     return 0;
 }
 
-/* Accept one peer and run the token handshake, all before the deadline.
- * A peer with a wrong token is told so and dropped. */
+/* What migTcpServe() did with a pending peer. */
+enum { MIG_HS_WAIT, MIG_HS_DROPPED, MIG_HS_DONE, MIG_HS_FATAL };
+
+/* Remove pending peer i (closing its socket unless it was handed on). */
+static void migTcpUnpend(migListener *l, int i, int closeFd) {
+    if (closeFd) close(l->pending[i].fd);
+    memmove(&l->pending[i], &l->pending[i + 1],
+            (size_t)(l->npending - i - 1) * sizeof(*l->pending));
+    l->npending--;
+}
+
+/* Drop every pending peer, counted as refused ('why' says why). */
+static void migTcpDropAllPending(migListener *l, const char *why) {
+    while (l->npending > 0) {
+        migListenerRefuse(l, "tcp: %s: dropped (%s)", l->pending[0].peer, why);
+        migTcpUnpend(l, 0, 1);
+    }
+}
+
+/* Read what pending peer i has sent of its HELLO, without waiting, and
+ * judge it once it is whole. MIG_HS_WAIT: incomplete, keep it; DROPPED:
+ * refused and removed (a wrong token is told so first); DONE: *out is its
+ * connection, WELCOME sent; FATAL: our own failure, err set. */
+static int migTcpServe(migListener *l, int i, int ioTimeoutMs, migConn **out,
+                       char *err) {
+    migTcpPending *p = &l->pending[i];
+    /* The first bytes of any HELLO: magic, version, type. */
+    unsigned char head[8];
+    uint32_t magic = htobe32(MIG_WIRE_MAGIC);
+    uint16_t version = htobe16(MIG_WIRE_VERSION), type = htobe16(MIG_MSG_HELLO);
+    memcpy(head, &magic, 4);
+    memcpy(head + 4, &version, 2);
+    memcpy(head + 6, &type, 2);
+
+    while (p->got < sizeof(p->hello)) {
+        ssize_t n = read(p->fd, p->hello + p->got, sizeof(p->hello) - p->got);
+        if (n > 0) {
+            size_t was = p->got;
+            p->got += (size_t)n;
+            size_t cmp = p->got < sizeof(head) ? p->got : sizeof(head);
+            if (was < cmp && memcmp(p->hello, head, cmp)) {
+                migListenerRefuse(l, "tcp: %s sent %zu bytes that do not "
+                                  "start a migration HELLO (%02x%02x%02x%02x"
+                                  "...): dropped", p->peer, p->got,
+                                  p->hello[0], p->hello[1],
+                                  p->got > 2 ? p->hello[2] : 0,
+                                  p->got > 3 ? p->hello[3] : 0);
+                migTcpUnpend(l, i, 1);
+                return MIG_HS_DROPPED;
+            }
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return MIG_HS_WAIT;
+        if (n == 0)
+            migListenerRefuse(l, "tcp: %s closed the connection after %zu of "
+                              "the %zu bytes of a HELLO: dropped", p->peer,
+                              p->got, sizeof(p->hello));
+        else
+            migListenerRefuse(l, "tcp: reading the HELLO of %s: %s: dropped",
+                              p->peer, strerror(errno));
+        migTcpUnpend(l, i, 1);
+        return MIG_HS_DROPPED;
+    }
+
+    migWireHello w, h;
+    if (migDecodeHello(p->hello, sizeof(p->hello), MIG_MSG_HELLO, &h)) {
+        /* Its head was checked as it came: defensive only. */
+        migListenerRefuse(l, "tcp: %s sent a malformed HELLO: dropped",
+                          p->peer);
+        migTcpUnpend(l, i, 1);
+        return MIG_HS_DROPPED;
+    }
+    if (!migTokenEqual(h.token, l->token)) {
+        /* Told so, best effort: a 48 byte write to a fresh socket fits. */
+        migEncodeHello(&w, MIG_MSG_WELCOME, MIG_STATUS_BAD_TOKEN, NULL);
+        ssize_t sent = send(p->fd, &w, sizeof(w), MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)sent;
+        migListenerRefuse(l, "tcp: token mismatch: %s presented a wrong "
+                          "token: dropped", p->peer);
+        migTcpUnpend(l, i, 1);
+        return MIG_HS_DROPPED;
+    }
+    migConn *c = migNewConn(MIG_KIND_TCP, 0, ioTimeoutMs);
+    if (c == NULL) {
+        migTcpUnpend(l, i, 1);
+        migSetError(err, "tcp: out of memory");
+        return MIG_HS_FATAL;
+    }
+    c->fd = p->fd;
+    snprintf(c->peer, sizeof(c->peer), "%s", p->peer);
+    migTcpUnpend(l, i, 0);
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    char werr[MIG_ERR_LEN];
+    migEncodeHello(&w, MIG_MSG_WELCOME, MIG_STATUS_OK, NULL);
+    if (migTcpWriteFull(c, &w, sizeof(w), "WELCOME", werr)) {
+        /* It presented the token and left: nothing to do with it. */
+        migListenerRefuse(l, "%s", werr);
+        migClose(c);
+        return MIG_HS_DROPPED;
+    }
+    *out = c;
+    return MIG_HS_DONE;
+}
+
+/* Accept what is queued on the listening socket (up to a burst, so that
+ * the pending peers get their turn), serving each new peer at once: a
+ * donor's HELLO is usually there already, a closed peer's EOF too. When
+ * MIG_PENDING_MAX peers are pending, they are served first and the oldest
+ * dropped if none finished. Returns like migTcpServe(); MIG_HS_WAIT when
+ * no donor was completed. */
+static int migTcpAcceptBurst(migListener *l, int ioTimeoutMs, migConn **out,
+                             char *err) {
+    int hsMs = ioTimeoutMs < MIG_HANDSHAKE_MS ? ioTimeoutMs : MIG_HANDSHAKE_MS;
+    for (int k = 0; k < 4 * MIG_PENDING_MAX; k++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(l->fd, (struct sockaddr *)&ss, &sl,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            switch (errno) {
+            case EINTR: continue;
+            case EAGAIN:
+#if EWOULDBLOCK != EAGAIN
+            case EWOULDBLOCK:
+#endif
+                return MIG_HS_WAIT;
+            /* The peer's problem, not the listener's (accept(2) says to
+             * retry on these). */
+            case ECONNABORTED: case EPROTO: case ENETDOWN: case ENOPROTOOPT:
+            case EHOSTDOWN: case ENONET: case EHOSTUNREACH: case EOPNOTSUPP:
+            case ENETUNREACH: case ETIMEDOUT: case EPERM:
+                migListenerRefuse(l, "tcp: a connection to port %d failed "
+                                  "before it was accepted: %s", l->port,
+                                  strerror(errno));
+                continue;
+            }
+            migSetError(err, "tcp: accept on port %d: %s%s", l->port,
+                        strerror(errno), errno == EMFILE || errno == ENFILE ?
+                        " (raise the limit of open files of the process)" : "");
+            return MIG_HS_FATAL;
+        }
+        if (l->npending == MIG_PENDING_MAX) {
+            for (int i = l->npending - 1; i >= 0; i--) {
+                int r = migTcpServe(l, i, ioTimeoutMs, out, err);
+                if (r == MIG_HS_DONE || r == MIG_HS_FATAL) {
+                    close(fd);
+                    return r;
+                }
+            }
+            if (l->npending == MIG_PENDING_MAX) {
+                migListenerRefuse(l, "tcp: %s: dropped, the oldest of %d "
+                                  "peers in their handshake",
+                                  l->pending[0].peer, MIG_PENDING_MAX);
+                migTcpUnpend(l, 0, 1);
+            }
+        }
+        migTcpPending *p = &l->pending[l->npending++];
+        memset(p, 0, sizeof(*p));
+        p->fd = fd;
+        p->deadline = migNowMs() + hsMs;
+        p->boundMs = hsMs;
+        migFormatSockaddr((struct sockaddr *)&ss, p->peer, sizeof(p->peer));
+        int r = migTcpServe(l, l->npending - 1, ioTimeoutMs, out, err);
+        if (r == MIG_HS_DONE || r == MIG_HS_FATAL) return r;
+    }
+    return MIG_HS_WAIT;
+}
+
+/* Wait until a peer presents the right token, or the wait ends. The
+ * listening socket and every pending peer are polled together; each peer
+ * is dropped at its own handshake deadline, and those still pending stay
+ * in the listener for the next call (a donor that connected at the end of
+ * this wait is served by the next). */
 static migConn *migTcpAccept(migListener *l, int waitMs, int ioTimeoutMs,
                              char *err) {
     int64_t deadline = migNowMs() + waitMs;
-    struct sockaddr_storage ss;
-    socklen_t sl;
-    int fd;
+    struct pollfd pfd[1 + MIG_PENDING_MAX];
+    migConn *c = NULL;
+    int r;
 
     for (;;) {
-        sl = sizeof(ss);
-        fd = accept4(l->fd, (struct sockaddr *)&ss, &sl,
-                     SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd >= 0) break;
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            migSetError(err, "tcp: accept on port %d: %s", l->port,
-                        strerror(errno));
-            return NULL;
+        /* Deadlines: a peer whose bytes arrived while we were not looking
+         * still gets them read first. */
+        int64_t now = migNowMs(), wake = deadline;
+        for (int i = l->npending - 1; i >= 0; i--) {
+            migTcpPending *p = &l->pending[i];
+            if (p->deadline > now) continue;
+            r = migTcpServe(l, i, ioTimeoutMs, &c, err);
+            if (r == MIG_HS_DONE) goto accepted;
+            if (r == MIG_HS_FATAL) return NULL;
+            if (r == MIG_HS_WAIT) {
+                migListenerRefuse(l, "tcp: %s sent %zu of the %zu bytes of a "
+                                  "HELLO in %d ms: dropped", p->peer, p->got,
+                                  sizeof(p->hello), p->boundMs);
+                migTcpUnpend(l, i, 1);
+            }
         }
-        int r = migPollFd(l->fd, POLLIN, deadline);
-        if (r == 0) {
+        if (now >= deadline) {
             migSetError(err, "tcp: timeout after %d ms waiting for the donor "
                         "to connect to port %d", waitMs, l->port);
             return NULL;
         }
+        pfd[0].fd = l->fd;
+        pfd[0].events = POLLIN;
+        for (int i = 0; i < l->npending; i++) {
+            pfd[1 + i].fd = l->pending[i].fd;
+            pfd[1 + i].events = POLLIN;
+            pfd[1 + i].revents = 0;
+            if (l->pending[i].deadline < wake) wake = l->pending[i].deadline;
+        }
+        int n = l->npending;
+        int64_t left = wake - now;
+        r = poll(pfd, (nfds_t)(1 + n), left < 0 ? 0 : left > INT_MAX ?
+                 INT_MAX : (int)left);
         if (r < 0) {
+            if (errno == EINTR) continue;
             migSetError(err, "tcp: poll: %s", strerror(errno));
             return NULL;
         }
+        /* Backwards: removing peer i moves only those after it. */
+        for (int i = n - 1; i >= 0; i--) {
+            if (!pfd[1 + i].revents) continue;
+            r = migTcpServe(l, i, ioTimeoutMs, &c, err);
+            if (r == MIG_HS_DONE) goto accepted;
+            if (r == MIG_HS_FATAL) return NULL;
+        }
+        if (pfd[0].revents & (POLLERR | POLLNVAL)) {
+            migSetError(err, "tcp: the listening socket of port %d failed",
+                        l->port);
+            return NULL;
+        }
+        if (pfd[0].revents) {
+            r = migTcpAcceptBurst(l, ioTimeoutMs, &c, err);
+            if (r == MIG_HS_DONE) goto accepted;
+            if (r == MIG_HS_FATAL) return NULL;
+        }
     }
 
-    /* A donor is in: the handshake gets the I/O timeout, whatever was
-     * left of the wait. */
-    deadline = migNowMs() + ioTimeoutMs;
-    migConn *c = migNewConn(MIG_KIND_TCP, 0, ioTimeoutMs);
-    if (c == NULL) {
-        close(fd);
-        migSetError(err, "tcp: out of memory");
-        return NULL;
-    }
-    c->fd = fd;
-    migFormatSockaddr((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-
-    migWireHello w, h;
-    if (migTcpReadFull(c, &w, sizeof(w), deadline, ioTimeoutMs,
-                       "the token (HELLO)", err)) goto drop;
-    if (migDecodeHello(&w, sizeof(w), MIG_MSG_HELLO, &h)) {
-        migSetError(err, "tcp: %s did not start with a migration HELLO "
-                    "(magic 0x%08" PRIx32 " version %u type %u): dropped",
-                    c->peer, be32toh(w.magic), be16toh(w.version),
-                    be16toh(w.type));
-        goto drop;
-    }
-    if (!migTokenEqual(h.token, l->token)) {
-        migEncodeHello(&w, MIG_MSG_WELCOME, MIG_STATUS_BAD_TOKEN, NULL);
-        migTcpWriteFull(c, &w, sizeof(w), "WELCOME", NULL);
-        migSetError(err, "tcp: token mismatch: %s presented a wrong token; "
-                    "connection dropped", c->peer);
-        goto drop;
-    }
-    migEncodeHello(&w, MIG_MSG_WELCOME, MIG_STATUS_OK, NULL);
-    if (migTcpWriteFull(c, &w, sizeof(w), "WELCOME", err)) goto drop;
+accepted:
+    migTcpDropAllPending(l, "the donor was accepted");
     return c;
-
-drop:
-    close(c->fd);
-    migFreeConnCommon(c);
-    return NULL;
 }
 
 /* ============================== TCP donor ================================ */
@@ -1256,8 +1467,24 @@ migConn *migAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
     else
 #endif
     c = migTcpAccept(l, waitMs, ioTimeoutMs, err);
-    if (c) l->accepted = 1;
+    if (c) {
+        l->accepted = 1;
+    } else if (err && l->refused && strstr(err, "waiting for the donor")) {
+        /* Whoever gives up waiting sees who came instead. */
+        size_t len = strlen(err);
+        snprintf(err + len, MIG_ERR_LEN - len, " (%" PRIu64 " other peers "
+                 "dropped, the last: %s)", migListenerRefused(l),
+                 l->lastRefusal);
+    }
     return c;
+}
+
+uint64_t migListenerRefused(const migListener *l) {
+    return __atomic_load_n(&l->refused, __ATOMIC_RELAXED);
+}
+
+const char *migListenerLastRefusal(const migListener *l) {
+    return l->lastRefusal;
 }
 
 void migCloseListener(migListener *l) {
@@ -1265,6 +1492,8 @@ void migCloseListener(migListener *l) {
 #ifdef USE_RDMA
     if (l->kind == MIG_KIND_RDMA) migRdmaCloseListener(l);
 #endif
+    for (int i = 0; i < l->npending; i++) close(l->pending[i].fd);
+    free(l->pending);
     if (l->fd >= 0) close(l->fd);
     free(l);
 }

@@ -15,7 +15,7 @@
  *   migGenerateToken(tok)
  *   l = migListen(kind, bind, port, tok)
  *       -> port, kind           ===(Redis: INITRDMASERVER reply)===>
- *   c = migAccept(l, timeout)        <----   c = migConnect(kind, host, port,
+ *   c = migAccept(l, wait, timeout)  <----   c = migConnect(kind, host, port,
  *       (the peer must present tok first,                 tok, bind, timeout)
  *        else it is dropped, the listener stays usable)
  *   migRegisterRecvBlocks(c, addr, len, n, desc)
@@ -29,8 +29,24 @@
  *
  * A listener hands out exactly one connection: once migAccept() returned
  * one, further calls fail (close the listener right away: donors that
- * connect later are then refused). Refused peers (wrong token, garbage,
- * silence until the timeout) do not count.
+ * connect later are then refused).
+ *
+ * Strangers: anything may connect to a listener's port (a port scanner, a
+ * health check, a client that got the port wrong, a loop connecting and
+ * closing). Each peer costs only itself: a wrong token gets a WELCOME
+ * saying MIG_STATUS_BAD_TOKEN and is dropped; a peer that sends anything
+ * but a HELLO, closes, or has not sent its whole HELLO (TCP) or completed
+ * its connection (RDMA) within the handshake bound is dropped; the
+ * listener goes on waiting for the donor either way. A TCP listener runs
+ * the handshakes of up to MIG_PENDING_MAX peers at once (when more are
+ * pending it drops the oldest), so neither silent peers nor a flood of
+ * connections keep the donor out; an RDMA listener handles one connection
+ * request at a time, each bounded by the handshake bound. Peers still in
+ * their handshake when the donor is accepted are dropped. Every dropped
+ * peer counts in migListenerRefused(); migAccept() fails only when its
+ * wait ends with no donor ("timeout ... waiting for the donor to
+ * connect ...", with the refusals so far) or on an error of the listener
+ * itself (its socket, poll, memory).
  *
  * Blocking and threads: every call blocks, with a timeout, and is meant for
  * a background thread (the donor's migration thread, the recipient's
@@ -42,12 +58,17 @@
  * Timeouts: migConnect() takes a timeout for the connection setup that
  * also becomes the connection's I/O timeout: migWriteBlocks() and
  * migFinish() fail when the peer makes no progress for that long.
- * migAccept() takes two: how long to wait for a donor to connect (short,
- * so that its caller can look for a cancel between calls; the error then
- * says "timeout ... waiting for the donor to connect"), and, once one has
- * connected, the I/O timeout, which also bounds the handshake: a donor
- * that connects at the end of the wait still gets the whole I/O timeout
- * to present its token or complete the RDMA connection.
+ * migAccept() takes two: how long to wait for a donor (short, so that its
+ * caller can look for a cancel between calls; the error then says
+ * "timeout ... waiting for the donor to connect"), and the I/O timeout of
+ * the connection it returns. The handshake has a bound of its own,
+ * MIG_HANDSHAKE_MS (or the I/O timeout if shorter), counted from the
+ * peer's connection and not from the start of the wait. Over TCP a
+ * handshake in progress carries over from one migAccept() call to the
+ * next, so a donor that connects at the end of a short wait completes it
+ * in the next call; over RDMA a connection request that arrives during
+ * the wait is completed (or refused) before migAccept() returns, which
+ * may then be up to the handshake bound late.
  * migWaitTransfer() takes an overall deadline for the whole transfer.
  *
  * Errors: functions return NULL or -1 and write into 'err' (MIG_ERR_LEN
@@ -89,6 +110,13 @@
 
 #define MIG_ERR_LEN 256
 #define MIG_TOKEN_LEN 32        /* token: up to 32 bytes, 32 hex chars made */
+/* How long a peer of a listener has, from its connection, to present its
+ * token: a donor sends its HELLO as soon as it is connected, so a second
+ * is plenty, and a stranger that says nothing is dropped after that. */
+#define MIG_HANDSHAKE_MS 1000
+/* TCP: handshakes a listener runs at once; listen() backlog (both). */
+#define MIG_PENDING_MAX 16
+#define MIG_LISTEN_BACKLOG 128
 
 typedef enum migKind {
     MIG_KIND_AUTO = 0,          /* RDMA when usable, else TCP */
@@ -152,6 +180,12 @@ migKind migListenerKind(const migListener *l);   /* never AUTO */
 /* Why "auto" did not pick RDMA ("" if it did, or was not asked to). */
 const char *migListenerNote(const migListener *l);
 migConn *migAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err);
+/* Peers this listener dropped so far (see "Strangers" above). Safe to call
+ * from another thread while the listener is open. */
+uint64_t migListenerRefused(const migListener *l);
+/* Why the last of them was dropped, one line ("" if none); from the thread
+ * that calls migAccept(), or once it returned. */
+const char *migListenerLastRefusal(const migListener *l);
 void migCloseListener(migListener *l);
 
 int migRegisterRecvBlocks(migConn *c, void *const addrs[], const uint64_t lens[],
@@ -253,7 +287,11 @@ struct migListener {
     char bindaddr[64];
     char note[MIG_ERR_LEN];     /* why auto fell back to TCP */
     int accepted;               /* has handed out its one connection */
+    uint64_t refused;           /* peers dropped (atomic: read by others) */
+    char lastRefusal[MIG_ERR_LEN];      /* why the last one was */
     int fd;                     /* TCP */
+    struct migTcpPending *pending;      /* TCP: handshakes, oldest first */
+    int npending;
     void *rdma;                 /* RDMA: migRdmaListener */
 };
 
@@ -287,6 +325,8 @@ struct migConn {
 };
 
 void migSetError(char *err, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void migListenerRefuse(migListener *l, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 int64_t migNowMs(void);
 uint64_t migDigestInit(void);
