@@ -24,8 +24,25 @@
  * Cases (--case; each exits 0 when everything behaved as it must):
  *   happy          the transfer above, verified
  *   wrong-token    a donor with a wrong token is refused (both ends say
- *                  "token mismatch"), then the same listener accepts the
- *                  right donor and the transfer is verified
+ *                  "token mismatch": the donor's error, the listener's
+ *                  last refusal) within the same migAccept() that then
+ *                  accepts the right donor; the transfer is verified
+ *   stranger-garbage, stranger-token, stranger-short, stranger-silent
+ *                  (TCP) before the donor, a stranger connects to the
+ *                  listener and sends 48 random bytes / a HELLO with a
+ *                  wrong token (it must get a BAD_TOKEN WELCOME) / the
+ *                  first 5 bytes of a HELLO and closes / nothing: one that
+ *                  says nothing is dropped after MIG_HANDSHAKE_MS, and a
+ *                  second one, held open, does not delay the donor (it is
+ *                  dropped once the donor is accepted). The recipient
+ *                  accepts as the server does (waits of 250 ms, any error
+ *                  but a timeout fatal): the donor must be accepted within
+ *                  a third of the I/O timeout, the stranger counted as
+ *                  refused, the transfer verified
+ *   flood          (TCP) a child of the donor connects and closes (half of
+ *                  them with a reset) about 1000 times a second, from
+ *                  200 ms before the donor connects until its transfer is
+ *                  over: the same checks
  *   no-listener    connecting where nobody listens fails with an error
  *                  (no fork; --port must be a free port)
  *   kill-donor     the donor SIGKILLs itself half way: the recipient gets
@@ -51,9 +68,9 @@
  *                  nobody connected (as the recipient thread does in waits
  *                  of 250 ms to see a cancel): the donor connects at the
  *                  end of some wait, and its handshake (TCP: the token;
- *                  RDMA: the connection's establishment) must get the I/O
- *                  timeout, not what was left of the wait; then the happy
- *                  transfer, verified
+ *                  RDMA: the connection's establishment) must not be cut
+ *                  by the end of the wait (TCP: it carries over to the
+ *                  next one); then the happy transfer, verified
  *   timeout        migAccept with nobody connecting, then migWaitTransfer
  *                  with a donor that never writes: both time out, on time
  *   rdma-overrun   (RDMA) the donor forges a descriptor 4 KB longer than
@@ -79,9 +96,11 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -91,6 +110,10 @@
 #define GUARD 64
 #define GUARD_BYTE 0xa5
 #define WRITE_BATCH 700     /* segments per migWriteBlocks() call */
+/* flood: connections per second, and bounds of the flooding child. */
+#define FLOOD_RATE 1000
+#define FLOOD_MAX 20000
+#define FLOOD_MAX_MS 20000
 
 typedef struct config {
     const char *caseName;
@@ -241,9 +264,13 @@ static int isCase(const config *cfg, const char *name) {
 }
 
 /* The cases whose transfer is the pattern, whole, checked byte for byte. */
+static int isStranger(const config *cfg) {
+    return !strncmp(cfg->caseName, "stranger-", 9) || isCase(cfg, "flood");
+}
+
 static int isVerified(const config *cfg) {
     return isCase(cfg, "happy") || isCase(cfg, "wrong-token") ||
-           isCase(cfg, "short-waits");
+           isCase(cfg, "short-waits") || isStranger(cfg);
 }
 
 static int isLie(const config *cfg) {
@@ -313,18 +340,29 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         say("FAIL: control channel write");
         goto out;
     }
-    if (isCase(cfg, "wrong-token")) {
-        c = migAccept(l, cfg->timeoutMs, cfg->timeoutMs, err);
-        if (c || !strstr(err, "token mismatch")) {
-            say("FAIL: a wrong token was %s", c ? "accepted" : err);
+    if (isStranger(cfg)) {
+        /* As the server's recipient thread accepts (src/migration.c):
+         * waits of 250 ms, any error but a timeout ends the import. */
+        int64_t t0 = nowMs(), ms;
+        while ((c = migAccept(l, 250, cfg->timeoutMs, err)) == NULL &&
+               strstr(err, "timeout") && nowMs() - t0 < 2 * (int64_t)cfg->timeoutMs) {}
+        ms = nowMs() - t0;
+        uint64_t refused = migListenerRefused(l), want = isCase(cfg, "flood") ? 10 :
+                           isCase(cfg, "stranger-silent") ? 2 : 1;
+        if (c == NULL || ms > cfg->timeoutMs / 3 || refused < want) {
+            say("FAIL: accept with strangers about: %s after %" PRId64 " ms "
+                "(at most %d), %" PRIu64 " peers refused (at least %" PRIu64
+                "), the last: %s", c ? "accepted" : err, ms, cfg->timeoutMs / 3,
+                refused, want, migListenerLastRefusal(l));
             goto out;
         }
-        say("wrong token refused: \"%s\" (ok); accepting again", err);
-    }
-    if (isCase(cfg, "short-waits")) {
+        say("accepted the donor after %" PRId64 " ms, %" PRIu64 " strangers "
+            "dropped, the last: \"%s\" (ok)", ms, refused,
+            migListenerLastRefusal(l));
+    } else if (isCase(cfg, "short-waits")) {
         /* Like the recipient thread, which waits 250 ms at a time to see a
          * cancel: here 1 ms, so the donor always connects near the end of
-         * a wait, and the handshake must get the I/O timeout. */
+         * a wait, and its handshake must not be cut by the wait's end. */
         int64_t until = nowMs() + cfg->timeoutMs;
         long waits = 0;
         while ((c = migAccept(l, 1, cfg->timeoutMs, err)) == NULL &&
@@ -337,6 +375,17 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     if (c == NULL) {
         say("FAIL: accept: %s", err);
         goto out;
+    }
+    if (isCase(cfg, "wrong-token")) {
+        if (migListenerRefused(l) != 1 ||
+            !strstr(migListenerLastRefusal(l), "token mismatch")) {
+            say("FAIL: the donor with a wrong token: %" PRIu64 " peers "
+                "refused, the last: %s", migListenerRefused(l),
+                migListenerLastRefusal(l));
+            goto out;
+        }
+        say("wrong token refused: \"%s\" (ok), then the donor accepted",
+            migListenerLastRefusal(l));
     }
     say("accepted %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
     {
@@ -531,6 +580,213 @@ out:
     return ok ? 0 : 1;
 }
 
+/* ================================ Strangers ============================== */
+
+/* A plain TCP connection to the listener, as any program could make; -1
+ * if it failed. */
+static int strangerConnect(const config *cfg, uint32_t port) {
+    struct addrinfo hints, *res = NULL;
+    char ps[16];
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(ps, sizeof(ps), "%u", port);
+    if (getaddrinfo(cfg->bind, ps, &hints, &res) != 0) return -1;
+    int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    freeaddrinfo(res);
+    return fd;
+}
+
+/* Milliseconds until the listener closes fd (EOF or reset), reading and
+ * ignoring what it sends; -1 if it is still open after ms. */
+static int64_t waitClosed(int fd, int ms) {
+    int64_t t0 = nowMs();
+    for (;;) {
+        int64_t left = t0 + ms - nowMs();
+        struct pollfd pf = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&pf, 1, (int)left) == 0) return -1;
+        char buf[64];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+            return nowMs() - t0;
+    }
+}
+
+/* The stranger of a stranger-* case, before the donor connects; *held is
+ * a connection to keep open while the donor works (-1: none). Returns 0,
+ * or 1 after saying FAIL. */
+static int playStranger(const config *cfg, uint32_t port, int *held) {
+    int bound = 3 * MIG_HANDSHAKE_MS;
+    int fd = strangerConnect(cfg, port);
+    *held = -1;
+    if (fd < 0) {
+        say("FAIL: a stranger cannot connect to port %u: %s", port,
+            strerror(errno));
+        return 1;
+    }
+    if (isCase(cfg, "stranger-garbage")) {
+        unsigned char junk[sizeof(migWireHello)];
+        if (getrandom(junk, sizeof(junk), 0) != (ssize_t)sizeof(junk) ||
+            ctlWrite(fd, junk, sizeof(junk))) {
+            say("FAIL: a stranger cannot send its random bytes");
+            close(fd);
+            return 1;
+        }
+        int64_t ms = waitClosed(fd, bound);
+        close(fd);
+        if (ms < 0) {
+            say("FAIL: a stranger that sent %zu random bytes is still "
+                "connected after %d ms", sizeof(junk), bound);
+            return 1;
+        }
+        say("a stranger sent %zu random bytes: dropped after %" PRId64
+            " ms (ok)", sizeof(junk), ms);
+    } else if (isCase(cfg, "stranger-token")) {
+        /* A HELLO by hand (the wire format is in migtransport.h). */
+        migWireHello w;
+        memset(&w, 0, sizeof(w));
+        w.magic = htobe32(MIG_WIRE_MAGIC);
+        w.version = htobe16(MIG_WIRE_VERSION);
+        w.type = htobe16(MIG_MSG_HELLO);
+        memset(w.token, 'x', sizeof(w.token));
+        if (ctlWrite(fd, &w, sizeof(w)) || ctlRead(fd, &w, sizeof(w), bound) ||
+            be32toh(w.magic) != MIG_WIRE_MAGIC ||
+            be16toh(w.type) != MIG_MSG_WELCOME ||
+            be32toh(w.status) != MIG_STATUS_BAD_TOKEN) {
+            say("FAIL: a stranger with a wrong token got no BAD_TOKEN WELCOME "
+                "within %d ms", bound);
+            close(fd);
+            return 1;
+        }
+        int64_t ms = waitClosed(fd, bound);
+        close(fd);
+        if (ms < 0) {
+            say("FAIL: a stranger with a wrong token is still connected "
+                "after %d ms", bound);
+            return 1;
+        }
+        say("a stranger with a wrong token: BAD_TOKEN WELCOME, dropped (ok)");
+    } else if (isCase(cfg, "stranger-short")) {
+        /* The first 5 bytes of a HELLO: magic and half the version. */
+        unsigned char start[5];
+        uint32_t magic = htobe32(MIG_WIRE_MAGIC);
+        memcpy(start, &magic, 4);
+        start[4] = 0;
+        if (ctlWrite(fd, start, sizeof(start))) {
+            say("FAIL: a stranger cannot send 5 bytes");
+            close(fd);
+            return 1;
+        }
+        close(fd);
+        say("a stranger sent the first 5 bytes of a HELLO and closed");
+    } else {    /* stranger-silent */
+        int64_t ms = waitClosed(fd, bound);
+        close(fd);
+        if (ms < 0 || ms < MIG_HANDSHAKE_MS * 9 / 10) {
+            say("FAIL: a silent stranger was %s", ms < 0 ? "not dropped "
+                "within 3 handshake bounds" : "dropped before the bound");
+            return 1;
+        }
+        say("a silent stranger: dropped after %" PRId64 " ms (ok); another "
+            "one stays silent while the donor connects", ms);
+        if ((*held = strangerConnect(cfg, port)) < 0) {
+            say("FAIL: a stranger cannot connect to port %u", port);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static volatile sig_atomic_t floodStop;
+
+static void onFloodStop(int sig) {
+    (void)sig;
+    floodStop = 1;
+}
+
+/* The flood's child: connect and close (every other one with a reset),
+ * FLOOD_RATE a second, until SIGTERM, FLOOD_MAX connections or
+ * FLOOD_MAX_MS. Writes how many attempts it made and how many connected
+ * to 'out'. */
+static void floodChild(const config *cfg, uint32_t port, int out) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = onFloodStop;
+    sigaction(SIGTERM, &sa, NULL);
+    role = "flood";
+    struct addrinfo hints, *res = NULL;
+    char ps[16];
+    memset(&hints, 0, sizeof(hints));
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(ps, sizeof(ps), "%u", port);
+    uint32_t counts[2] = {0, 0};        /* attempts, connected */
+    if (getaddrinfo(cfg->bind, ps, &hints, &res) == 0) {
+        int64_t t0 = nowMs();
+        struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
+        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+        while (!floodStop && counts[0] < FLOOD_MAX &&
+               nowMs() - t0 < FLOOD_MAX_MS) {
+            int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+            if (fd < 0) break;
+            /* A full backlog drops SYNs: bounded by SO_SNDTIMEO. */
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+            if (counts[0] & 1)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof(reset));
+            if (connect(fd, res->ai_addr, res->ai_addrlen) == 0) counts[1]++;
+            close(fd);
+            counts[0]++;
+            int64_t next = t0 + (int64_t)counts[0] * 1000 / FLOOD_RATE;
+            int64_t wait = next - nowMs();
+            if (wait > 0) usleep((useconds_t)wait * 1000);
+        }
+        freeaddrinfo(res);
+    }
+    ctlWrite(out, counts, sizeof(counts));
+}
+
+/* Start the flood's child; *pipeFd reads its counts once it ended. */
+static pid_t startFlood(const config *cfg, uint32_t port, int *pipeFd) {
+    int p[2];
+    if (pipe(p)) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[0]);
+        floodChild(cfg, port, p[1]);
+        close(p[1]);
+        _exit(0);
+    }
+    close(p[1]);
+    if (pid < 0) {
+        close(p[0]);
+        return -1;
+    }
+    *pipeFd = p[0];
+    return pid;
+}
+
+/* Stop the flood; 0 if it made enough connections to mean something. */
+static int stopFlood(pid_t pid, int pipeFd, int64_t t0) {
+    uint32_t counts[2] = {0, 0};
+    kill(pid, SIGTERM);
+    int got = ctlRead(pipeFd, counts, sizeof(counts), 5000);
+    close(pipeFd);
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+    int64_t ms = nowMs() - t0;
+    if (got || counts[1] < 20) {
+        say("FAIL: the flood made %u connections (%u attempts) in %" PRId64
+            " ms", counts[1], counts[0], ms);
+        return 1;
+    }
+    say("flood: %u connections (%u attempts, every other one reset) in %"
+        PRId64 " ms (ok)", counts[1], counts[0], ms);
+    return 0;
+}
+
 /* ================================== Donor ================================ */
 
 /* TCP lies: speak the wire format by hand on the connection's socket. */
@@ -615,10 +871,23 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
     migSegment *segs = NULL;
     migConn *c = NULL;
     size_t nseg = 0;
+    int held = -1, floodFd = -1;
+    pid_t flood = -1;
+    int64_t floodT0 = 0;
 
     if (ctlRead(ctl, &port, sizeof(port), cfg->timeoutMs + 5000)) {
         say("FAIL: no port from the recipient");
         goto out;
+    }
+    if (isStranger(cfg) && !isCase(cfg, "flood") && playStranger(cfg, port, &held))
+        goto out;
+    if (isCase(cfg, "flood")) {
+        floodT0 = nowMs();
+        if ((flood = startFlood(cfg, port, &floodFd)) < 0) {
+            say("FAIL: cannot start the flood: %s", strerror(errno));
+            goto out;
+        }
+        usleep(200 * 1000);
     }
     /* short-waits: let the recipient go through many of its waits first. */
     if (isCase(cfg, "short-waits")) usleep(200 * 1000);
@@ -774,6 +1043,22 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
         goto out;
     }
     printStats(c, total, ms);
+    if (held >= 0) {
+        /* Dropped at the latest when the donor was accepted. */
+        int64_t closed = waitClosed(held, 1000);
+        close(held);
+        held = -1;
+        if (closed < 0) {
+            say("FAIL: a silent stranger is still connected after the transfer");
+            goto out;
+        }
+        say("the second silent stranger was dropped (ok)");
+    }
+    if (flood > 0) {
+        int bad = stopFlood(flood, floodFd, floodT0);
+        flood = -1;
+        if (bad) goto out;
+    }
     if (migConnKind(c) == MIG_KIND_RDMA) {
         migStats st;
         migGetStats(c, &st);
@@ -787,6 +1072,8 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
     ok = 1;
 
 out:
+    if (held >= 0) close(held);
+    if (flood > 0 && stopFlood(flood, floodFd, floodT0)) ok = 0;
     migClose(c);
     for (uint32_t i = 0; i < n; i++) free(mem[i]);
     free(mem);
@@ -806,7 +1093,8 @@ static void usage(void) {
 "                         [--max-chain M] [--max-wr-bytes B] [--timeout MS]\n"
 "cases: happy wrong-token no-listener kill-donor kill-recipient lie-block\n"
 "       lie-offset lie-length lie-summary lie-overfill timeout rdma-overrun\n"
-"       short-waits\n"
+"       short-waits stranger-garbage stranger-token stranger-short\n"
+"       stranger-silent flood\n"
 "defaults: --case happy --kind tcp --bind 127.0.0.1 --port 0 --blocks 48\n"
 "          --pieces 40 --seed 1 --timeout 10000; sizes take k/m/g\n");
 }
@@ -887,7 +1175,8 @@ int main(int argc, char **argv) {
     static const char *cases[] = {"happy", "wrong-token", "no-listener",
         "kill-donor", "kill-recipient", "lie-block", "lie-offset",
         "lie-length", "lie-summary", "lie-overfill", "timeout", "rdma-overrun",
-        "short-waits", NULL};
+        "short-waits", "stranger-garbage", "stranger-token", "stranger-short",
+        "stranger-silent", "flood", NULL};
     int known = 0;
     for (int i = 0; cases[i]; i++) known |= !strcmp(cases[i], cfg.caseName);
     if (!known) {

@@ -74,9 +74,31 @@ run "kind auto picks TCP without an RDMA device, and says why" \
     'auto chose tcp: rdma: .*(no RDMA device|not an address of an RDMA device|no RDMA support)' \
     $bin --case happy --kind auto --port "$port"
 next_port
-run "wrong token refused on both ends, the listener then accepts the right donor" \
+run "wrong token refused on both ends, the same accept then takes the right donor" \
     'recipient\] wrong token refused: "tcp: token mismatch' \
     $bin --case wrong-token --port "$port"
+# Strangers on the data port before the donor: each is dropped, the
+# listener keeps accepting, the donor gets in well before the I/O timeout.
+next_port
+run "a stranger sending 48 random bytes is dropped, the donor then accepted" \
+    'recipient\] accepted the donor after [0-9]+ ms, 1 strangers dropped, the last: "tcp: .* do not start a migration HELLO' \
+    $bin --case stranger-garbage --port "$port"
+next_port
+run "a stranger with a wrong token gets BAD_TOKEN and is dropped, the donor then accepted" \
+    'recipient\] accepted the donor after [0-9]+ ms, 1 strangers dropped, the last: "tcp: token mismatch' \
+    $bin --case stranger-token --port "$port"
+next_port
+run "a stranger closing after 5 bytes is dropped, the donor then accepted" \
+    'recipient\] accepted the donor after [0-9]+ ms, 1 strangers dropped, the last: "tcp: .* closed the connection after 5 of the 48 bytes' \
+    $bin --case stranger-short --port "$port"
+next_port
+run "a silent stranger is dropped after the handshake bound, another does not delay the donor" \
+    'second silent stranger was dropped' \
+    $bin --case stranger-silent --port "$port"
+next_port
+run "a flood of ~1000 connect-and-close per second: the donor accepted, transfer verified" \
+    'flood: [0-9]+ connections .*\(ok\)' \
+    $bin --case flood --port "$port"
 next_port
 run "no listener: connect fails with a clear error" \
     'Connection refused \(no listener\)' \
@@ -118,14 +140,15 @@ run "timeouts: accept with nobody connecting, silent donor" \
     'silent donor: "tcp: timeout after 1500 ms waiting for the donor' \
     $bin --case timeout --port "$port"
 next_port
-run "accept in waits of 1 ms: the token gets the I/O timeout, transfer verified" \
+run "accept in waits of 1 ms: the token's handshake carries over, transfer verified" \
     'accepted after [0-9]+ waits of 1 ms' \
     $bin --case short-waits --port "$port"
 
 # Under valgrind (smaller data: valgrind is ~20x slower).
 if command -v valgrind > /dev/null; then
     vg=(valgrind -q --error-exitcode=1 --leak-check=full)
-    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary lie-overfill rdma-overrun timeout short-waits; do
+    for c in happy wrong-token kill-donor kill-recipient lie-block lie-offset lie-length lie-summary lie-overfill rdma-overrun timeout short-waits \
+             stranger-garbage stranger-token stranger-short stranger-silent flood; do
         next_port
         run "valgrind clean: $c" ': PASS$' \
             "${vg[@]}" $bin --case "$c" --blocks 16 --timeout 30000 --port "$port"
