@@ -740,21 +740,18 @@ static void migTcpDropAllPending(migListener *l, const char *why) {
 static int migTcpServe(migListener *l, int i, int ioTimeoutMs, migConn **out,
                        char *err) {
     migTcpPending *p = &l->pending[i];
-    /* The first bytes of any HELLO: magic, version, type. */
-    unsigned char head[8];
-    uint32_t magic = htobe32(MIG_WIRE_MAGIC);
-    uint16_t version = htobe16(MIG_WIRE_VERSION), type = htobe16(MIG_MSG_HELLO);
-    memcpy(head, &magic, 4);
-    memcpy(head + 4, &version, 2);
-    memcpy(head + 6, &type, 2);
+    /* Any HELLO starts like this one: magic, version, type. */
+    migWireHello w, h;
+    const size_t head = offsetof(migWireHello, status);
+    migEncodeHello(&w, MIG_MSG_HELLO, 0, NULL);
 
     while (p->got < sizeof(p->hello)) {
         ssize_t n = read(p->fd, p->hello + p->got, sizeof(p->hello) - p->got);
         if (n > 0) {
             size_t was = p->got;
             p->got += (size_t)n;
-            size_t cmp = p->got < sizeof(head) ? p->got : sizeof(head);
-            if (was < cmp && memcmp(p->hello, head, cmp)) {
+            size_t cmp = p->got < head ? p->got : head;
+            if (was < cmp && memcmp(p->hello, &w, cmp)) {
                 migListenerRefuse(l, "tcp: %s sent %zu bytes that do not "
                                   "start a migration HELLO (%02x%02x%02x%02x"
                                   "...): dropped", p->peer, p->got,
@@ -780,7 +777,6 @@ static int migTcpServe(migListener *l, int i, int ioTimeoutMs, migConn **out,
         return MIG_HS_DROPPED;
     }
 
-    migWireHello w, h;
     if (migDecodeHello(p->hello, sizeof(p->hello), MIG_MSG_HELLO, &h)) {
         /* Its head was checked as it came: defensive only. */
         migListenerRefuse(l, "tcp: %s sent a malformed HELLO: dropped",

@@ -582,16 +582,23 @@ out:
 
 /* ================================ Strangers ============================== */
 
-/* A plain TCP connection to the listener, as any program could make; -1
- * if it failed. */
-static int strangerConnect(const config *cfg, uint32_t port) {
+/* The listener's address (to freeaddrinfo()), NULL if it does not
+ * resolve. */
+static struct addrinfo *listenerAddr(const config *cfg, uint32_t port) {
     struct addrinfo hints, *res = NULL;
     char ps[16];
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     snprintf(ps, sizeof(ps), "%u", port);
-    if (getaddrinfo(cfg->bind, ps, &hints, &res) != 0) return -1;
+    return getaddrinfo(cfg->bind, ps, &hints, &res) == 0 ? res : NULL;
+}
+
+/* A plain TCP connection to the listener, as any program could make; -1
+ * if it failed. */
+static int strangerConnect(const config *cfg, uint32_t port) {
+    struct addrinfo *res = listenerAddr(cfg, port);
+    if (res == NULL) return -1;
     int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) < 0) {
         close(fd);
@@ -628,71 +635,63 @@ static int playStranger(const config *cfg, uint32_t port, int *held) {
             strerror(errno));
         return 1;
     }
+    /* What it sends: 48 random bytes, a HELLO with a wrong token (by hand,
+     * the wire format is in migtransport.h), a HELLO's first 5 bytes, or
+     * nothing. */
+    migWireHello w;
+    size_t len = sizeof(w);
+    const char *what = "a stranger that sent 48 random bytes";
+    memset(&w, 0, sizeof(w));
+    w.magic = htobe32(MIG_WIRE_MAGIC);
+    w.version = htobe16(MIG_WIRE_VERSION);
+    w.type = htobe16(MIG_MSG_HELLO);
+    memset(w.token, 'x', sizeof(w.token));
     if (isCase(cfg, "stranger-garbage")) {
-        unsigned char junk[sizeof(migWireHello)];
-        if (getrandom(junk, sizeof(junk), 0) != (ssize_t)sizeof(junk) ||
-            ctlWrite(fd, junk, sizeof(junk))) {
-            say("FAIL: a stranger cannot send its random bytes");
+        if (getrandom(&w, sizeof(w), 0) != (ssize_t)sizeof(w)) {
+            say("FAIL: getrandom: %s", strerror(errno));
             close(fd);
             return 1;
         }
-        int64_t ms = waitClosed(fd, bound);
-        close(fd);
-        if (ms < 0) {
-            say("FAIL: a stranger that sent %zu random bytes is still "
-                "connected after %d ms", sizeof(junk), bound);
-            return 1;
-        }
-        say("a stranger sent %zu random bytes: dropped after %" PRId64
-            " ms (ok)", sizeof(junk), ms);
     } else if (isCase(cfg, "stranger-token")) {
-        /* A HELLO by hand (the wire format is in migtransport.h). */
-        migWireHello w;
-        memset(&w, 0, sizeof(w));
-        w.magic = htobe32(MIG_WIRE_MAGIC);
-        w.version = htobe16(MIG_WIRE_VERSION);
-        w.type = htobe16(MIG_MSG_HELLO);
-        memset(w.token, 'x', sizeof(w.token));
-        if (ctlWrite(fd, &w, sizeof(w)) || ctlRead(fd, &w, sizeof(w), bound) ||
-            be32toh(w.magic) != MIG_WIRE_MAGIC ||
-            be16toh(w.type) != MIG_MSG_WELCOME ||
-            be32toh(w.status) != MIG_STATUS_BAD_TOKEN) {
-            say("FAIL: a stranger with a wrong token got no BAD_TOKEN WELCOME "
-                "within %d ms", bound);
-            close(fd);
-            return 1;
-        }
-        int64_t ms = waitClosed(fd, bound);
-        close(fd);
-        if (ms < 0) {
-            say("FAIL: a stranger with a wrong token is still connected "
-                "after %d ms", bound);
-            return 1;
-        }
-        say("a stranger with a wrong token: BAD_TOKEN WELCOME, dropped (ok)");
+        what = "a stranger with a wrong token";
     } else if (isCase(cfg, "stranger-short")) {
-        /* The first 5 bytes of a HELLO: magic and half the version. */
-        unsigned char start[5];
-        uint32_t magic = htobe32(MIG_WIRE_MAGIC);
-        memcpy(start, &magic, 4);
-        start[4] = 0;
-        if (ctlWrite(fd, start, sizeof(start))) {
-            say("FAIL: a stranger cannot send 5 bytes");
-            close(fd);
-            return 1;
-        }
+        len = 5;
+    } else {
+        what = "a silent stranger";
+        len = 0;
+    }
+    if (len && ctlWrite(fd, &w, len)) {
+        say("FAIL: %s cannot send its bytes", what);
+        close(fd);
+        return 1;
+    }
+    if (isCase(cfg, "stranger-short")) {
         close(fd);
         say("a stranger sent the first 5 bytes of a HELLO and closed");
-    } else {    /* stranger-silent */
-        int64_t ms = waitClosed(fd, bound);
+        return 0;
+    }
+    if (isCase(cfg, "stranger-token") &&
+        (ctlRead(fd, &w, sizeof(w), bound) || be32toh(w.magic) != MIG_WIRE_MAGIC ||
+         be16toh(w.type) != MIG_MSG_WELCOME ||
+         be32toh(w.status) != MIG_STATUS_BAD_TOKEN)) {
+        say("FAIL: %s got no BAD_TOKEN WELCOME within %d ms", what, bound);
         close(fd);
-        if (ms < 0 || ms < MIG_HANDSHAKE_MS * 9 / 10) {
-            say("FAIL: a silent stranger was %s", ms < 0 ? "not dropped "
-                "within 3 handshake bounds" : "dropped before the bound");
+        return 1;
+    }
+    int64_t ms = waitClosed(fd, bound);
+    close(fd);
+    if (ms < 0) {
+        say("FAIL: %s is still connected after %d ms", what, bound);
+        return 1;
+    }
+    say("%s%s: dropped after %" PRId64 " ms (ok)", what,
+        isCase(cfg, "stranger-token") ? ", told BAD_TOKEN" : "", ms);
+    if (isCase(cfg, "stranger-silent")) {
+        if (ms < MIG_HANDSHAKE_MS * 9 / 10) {
+            say("FAIL: %s was dropped before the handshake bound", what);
             return 1;
         }
-        say("a silent stranger: dropped after %" PRId64 " ms (ok); another "
-            "one stays silent while the donor connects", ms);
+        /* Another one stays silent while the donor connects. */
         if ((*held = strangerConnect(cfg, port)) < 0) {
             say("FAIL: a stranger cannot connect to port %u", port);
             return 1;
@@ -718,14 +717,9 @@ static void floodChild(const config *cfg, uint32_t port, int out) {
     sa.sa_handler = onFloodStop;
     sigaction(SIGTERM, &sa, NULL);
     role = "flood";
-    struct addrinfo hints, *res = NULL;
-    char ps[16];
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    snprintf(ps, sizeof(ps), "%u", port);
+    struct addrinfo *res = listenerAddr(cfg, port);
     uint32_t counts[2] = {0, 0};        /* attempts, connected */
-    if (getaddrinfo(cfg->bind, ps, &hints, &res) == 0) {
+    if (res != NULL) {
         int64_t t0 = nowMs();
         struct timeval tv = {.tv_sec = 0, .tv_usec = 200000};
         struct linger reset = {.l_onoff = 1, .l_linger = 0};
