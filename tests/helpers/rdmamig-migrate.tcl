@@ -332,6 +332,48 @@ proc mg_wait_phase {n phase} {
     }
 }
 
+# The recipient's (node 1's) import session ended (its rollback too).
+proc mg_wait_import_over {} {
+    wait_for_condition 200 50 {
+        [dict get [mg_status 1] state] eq {idle}
+    } else {
+        fail "the recipient's session did not end: [mg_status 1]"
+    }
+}
+
+# appendonly yes|no on node n, kept over a restart (CONFIG REWRITE); with
+# yes, once its first AOF is written.
+proc mg_appendonly {n yesno} {
+    R $n config set appendonly $yesno
+    R $n config rewrite
+    wait_for_condition 100 100 {
+        [status [Rn $n] aof_rewrite_in_progress] == 0 &&
+        [status [Rn $n] aof_rewrite_scheduled] == 0
+    } else {
+        fail "node $n: the AOF rewrite did not end"
+    }
+}
+
+# Starts a migration of ranges 0 -> 1 held by DEBUG MIGRATION-DELAY
+# <phase> <ms>, waits until the donor is in that phase; returns the
+# deferring client that sent it.
+proc mg_start_held {ranges phase ms args} {
+    R 0 debug migration-delay reset
+    R 0 debug migration-delay $phase $ms
+    set rd [mg_migrate_deferred 0 1 $ranges {*}$args]
+    mg_wait_phase 0 $phase
+    return $rd
+}
+
+# The error a held migration ends with.
+proc mg_held_error {rd re} {
+    if {![catch {$rd read} err]} { fail "the migration succeeded: $err" }
+    $rd close
+    R 0 debug migration-delay reset
+    if {![regexp -nocase -- $re $err]} { fail "migration error '$err' does not match /$re/" }
+    puts "migration error: $err"
+}
+
 set ::mg_reply_fields {transport slots keys bytes keys_zero_copy keys_serialized
     prepare_ms transfer_ms patch_ms handover_ms delete_ms write_pause_ms
     write_pause_mean_ms commands_held commands_held_max_ms}

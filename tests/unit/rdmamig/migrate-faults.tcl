@@ -39,15 +39,6 @@ proc mg_fault_before {ranges keys} {
         totals [mg_totals 0]
 }
 
-# The recipient's (node 1's) import session ended (its rollback too).
-proc mg_wait_import_over {} {
-    wait_for_condition 200 50 {
-        [dict get [mg_status 1] state] eq {idle}
-    } else {
-        fail "the recipient's session did not end: [mg_status 1]"
-    }
-}
-
 # The recipient (node 1) ended its import and dropped what it had adopted
 # (maybe after the donor replied): it holds what it held before.
 proc mg_assert_recipient_rolled_back {before} {
@@ -81,39 +72,6 @@ proc mg_assert_rolled_back {before ranges last_status} {
     # Last (a failure here leaves the rest checked): the recipient's slots
     # are STABLE again, all of them, those without keys too.
     mg_wait_idle 1
-}
-
-# appendonly yes|no on node n, kept over a restart (CONFIG REWRITE); with
-# yes, once its first AOF is written.
-proc mg_appendonly {n yesno} {
-    R $n config set appendonly $yesno
-    R $n config rewrite
-    wait_for_condition 100 100 {
-        [status [Rn $n] aof_rewrite_in_progress] == 0 &&
-        [status [Rn $n] aof_rewrite_scheduled] == 0
-    } else {
-        fail "node $n: the AOF rewrite did not end"
-    }
-}
-
-# Starts a migration of ranges 0 -> 1 held by DEBUG MIGRATION-DELAY
-# <phase> <ms>, waits until the donor is in that phase; returns the
-# deferring client that sent it.
-proc mg_start_held {ranges phase ms args} {
-    R 0 debug migration-delay reset
-    R 0 debug migration-delay $phase $ms
-    set rd [mg_migrate_deferred 0 1 $ranges {*}$args]
-    mg_wait_phase 0 $phase
-    return $rd
-}
-
-# The error a held migration ends with.
-proc mg_held_error {rd re} {
-    if {![catch {$rd read} err]} { fail "the migration succeeded: $err" }
-    $rd close
-    R 0 debug migration-delay reset
-    if {![regexp -nocase -- $re $err]} { fail "migration error '$err' does not match /$re/" }
-    puts "migration error: $err"
 }
 
 # cluster-node-timeout 15000: on a loaded 2-core machine a 100k-element
