@@ -52,6 +52,9 @@
 #include "lzf.h"
 
 #include <math.h>
+/* Debian's libxxhash-dev, inlined: no library to link at run time. */
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 int lpPairsValidateIntegrityAndDups(unsigned char *lp, size_t size, int deep);
 unsigned int countKeysInSlot(unsigned int hashslot);
@@ -381,6 +384,30 @@ typedef struct migPatchCtx {
     *(ctx)->err = sdscatprintf(sdsempty(), __VA_ARGS__); \
     return 0; \
 } while (0)
+
+uint64_t migBlockSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n) {
+    XXH3_state_t st;
+
+    XXH3_INITSTATE(&st);
+    XXH3_64bits_reset(&st);
+    for (size_t i = 0; i < n; i++)
+        XXH3_64bits_update(&st, (const char *)block + r[i].offset, r[i].len);
+    return XXH3_64bits_digest(&st);
+}
+
+int migBlockImageSum(void *block, size_t size, uint64_t *sum) {
+    slotAllocRangeInfo stack[64], *r = stack;
+    size_t n = slotAllocImageUsedRanges(block, size, r, 64);
+
+    if (n == 0) return -1;
+    if (n > 64) {
+        r = zmalloc(sizeof(*r) * n);
+        slotAllocImageUsedRanges(block, size, r, n);
+    }
+    *sum = migBlockSumRanges(block, r, n);
+    if (r != stack) zfree(r);
+    return 0;
+}
 
 /* Adopt one received block into the slot's arena (slotAllocAdoptBlock) and
  * account its live allocations in used_memory: zmalloc never handed them

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "sds.h"
+#include "slotalloc.h"
 
 struct redisObject;
 struct client;
@@ -73,6 +74,7 @@ typedef struct migBlockMap {
     uint64_t size;
     char *local;                /* The adopted copy. */
     uint64_t expect;            /* Migration: bytes the donor sends. */
+    uint64_t sum;               /* Migration: their checksum (migBlockSum). */
 } migBlockMap;
 
 /* Keys checked and rebuilt, ready to be linked. */
@@ -102,6 +104,15 @@ typedef struct migAdopted {
     sds *payloads;              /* migSerializeAdopted(), or NULL. */
 } migAdopted;
 
+/* The checksum of what a migration ships of a block: XXH3-64 over its used
+ * ranges (slotAllocBlockUsedRanges), in order. The donor sums its block's
+ * ranges as it lists them (migBlockSumRanges); the recipient sums its
+ * received copy before adopting it, finding the ranges in the copy's own
+ * metadata (migBlockImageSum: -1 if the copy is not a well formed block).
+ * Equal sums mean every shipped byte arrived as sent: allocator metadata,
+ * manifest, keys and values alike. */
+uint64_t migBlockSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n);
+int migBlockImageSum(void *block, size_t size, uint64_t *sum);
 int migAdoptBlock(int slot, void *addr);
 int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
                  size_t nkeys, migAdopted *out, sds *err);

@@ -1681,12 +1681,44 @@ static size_t saSlabUsedBytes(saBlock *b, uint32_t i, uint32_t c) {
  * bytes between them are sent too). A huge block is one range. Returns how
  * many ranges there are (fills out[] up to max). The slot must not change
  * meanwhile. */
+static size_t saUsedRanges(saBlock *b, slotAllocRangeInfo *out, size_t max);
+
 size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max) {
     saBlock *b = saLookup(block_addr);
+
+    if (!b || b->base != block_addr || b->state != SA_BLOCK_ACTIVE) return 0;
+    return saUsedRanges(b, out, max);
+}
+
+/* The same ranges for a block image that is none of this process's blocks
+ * yet: a migration's received copy, before it is adopted, whose checksum
+ * covers the ranges the donor shipped (migblocks.c). They are read from the
+ * image's own header, page table and bitmap, checked first (saImageCheck):
+ * returns 0 if the 'size' bytes at base are not a well formed block. Reads
+ * only. */
+size_t slotAllocImageUsedRanges(void *base, size_t size, slotAllocRangeInfo *out, size_t max) {
+    saImageInfo in;
+    saBlock b;
+
+    if (size < SA_PAGE_SIZE || saImageCheck(base, size, &in) == -1) return 0;
+    memset(&b, 0, sizeof(b));
+    b.base = base;
+    b.size = size;
+    b.npages = (uint32_t)(size >> SA_PAGE_SHIFT);
+    b.hdr_pages = in.hdr_pages;
+    b.huge = (uint8_t)in.huge;
+    if (!in.huge) {
+        const saBlockHeader *h = base;
+        b.pt = (saPageEntry *)(b.base + h->pagetab_off);
+        b.bitmap = (uint64_t *)(b.base + h->bitmap_off);
+    }
+    return saUsedRanges(&b, out, max);
+}
+
+static size_t saUsedRanges(saBlock *b, slotAllocRangeInfo *out, size_t max) {
     size_t n = 0;
     size_t run_start = 0, run_end;          /* Bytes [start, end) in use. */
 
-    if (!b || b->base != block_addr || b->state != SA_BLOCK_ACTIVE) return 0;
     if (b->huge) {
         if (max) {
             out[0].offset = 0;

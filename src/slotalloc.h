@@ -132,11 +132,13 @@ int slotAllocAdoptBlock(int slot, void *addr);
 size_t slotAllocLiveSize(int slot, const void *p);
 size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max);
 /* What of a block holds anything (header, slabs, runs): the byte ranges a
- * migration ships (see slotalloc.c). */
+ * migration ships (see slotalloc.c); of an active block, or of a received
+ * image not adopted yet (0: not a well formed block). */
 typedef struct slotAllocRangeInfo {
     size_t offset, len;
 } slotAllocRangeInfo;
 size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_t max);
+size_t slotAllocImageUsedRanges(void *base, size_t size, slotAllocRangeInfo *out, size_t max);
 void slotAllocReleaseBlock(void *addr);
 size_t slotAllocReleaseSlot(int slot);
 size_t slotAllocRetireSlot(int slot);

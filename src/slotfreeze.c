@@ -137,6 +137,16 @@ int slotFreezeKeyIsFrozen(sds key) {
     return 0;
 }
 
+/* db.c lookupKey(): a read of a frozen slot's key must not write the
+ * access time (LRU clock or LFU counter) into its object: the slot's
+ * blocks are being shipped, checksummed as they were when frozen
+ * (migration.c). The key's access time is then the one it had at the
+ * freeze, as under a fork. */
+int slotFreezeKeepsBytes(sds key) {
+    if (!sf.nslots) return 0;
+    return slotFreezeIsFrozen((int)keyHashSlot(key, (int)sdslen(key)));
+}
+
 /* No slot is relaxed on its own (slotFreezeRelaxSlots) any more. */
 static void slotFreezeForgetRelaxed(void) {
     memset(sf.relaxed_slots, 0, sizeof(sf.relaxed_slots));

@@ -21,6 +21,7 @@ long long slotFreezeRelaxSlots(const unsigned char *slots);
 int slotFreezeActive(void);
 int slotFreezeIsFrozen(int slot);
 int slotFreezeKeyIsFrozen(sds key);
+int slotFreezeKeepsBytes(sds key);
 void slotFreezeHeldStats(long long *cmds, long long *max_ms);
 void slotWatch(const unsigned char *slots);
 void slotUnwatch(void);

@@ -11,7 +11,7 @@
 set -euo pipefail
 what=${1:-all}
 
-pkgs_build="build-essential pkg-config python3 libibverbs-dev librdmacm-dev ca-certificates"
+pkgs_build="build-essential pkg-config python3 libibverbs-dev librdmacm-dev libxxhash-dev ca-certificates"
 pkgs_test="tcl procps valgrind"
 pkgs_rdma="rdma-core ibverbs-providers ibverbs-utils qemu-system-x86 busybox-static kmod cpio iproute2"
 pkgs_bench="openjdk-17-jdk-headless maven python3-matplotlib util-linux"
