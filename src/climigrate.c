@@ -46,6 +46,7 @@
 #endif
 
 #include "climigrate.h"
+#include "migprotocol.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -84,9 +85,25 @@ typedef struct cliMigSupportCache {
 
 static cliMigSupportCache *cliMigCache;
 
+/* The node's migration_protocol_version (INFO migration): 1 for a node
+ * that has RDMAMIGRATESLOTS but no such field (0.1.0), 0 if it cannot be
+ * asked. */
+static int cliMigProtocolVersion(const cliMigNode *n) {
+    redisReply *r = redisCommand(n->ctx, "INFO migration");
+    int version = 0;
+
+    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
+        const char *f = strstr(r->str, "migration_protocol_version:");
+        version = f ? atoi(f + strlen("migration_protocol_version:")) : 1;
+    }
+    if (r) freeReplyObject(r);
+    return version;
+}
+
 /* Returns 1 if the node has RDMAMIGRATESLOTS (COMMAND INFO gives a
- * non-nil entry for it), 0 if not, or if it could not be asked (no
- * connection, COMMAND refused): then the reason is printed once. */
+ * non-nil entry for it) and speaks this redis-cli's protocol version, 0
+ * if not, or if it could not be asked (no connection, COMMAND refused):
+ * then the reason is printed once. */
 int cliMigSupports(const cliMigNode *n) {
     for (cliMigSupportCache *e = cliMigCache; e; e = e->next)
         if (e->port == n->port && !strcmp(e->ip, n->ip)) return e->supports;
@@ -108,6 +125,15 @@ int cliMigSupports(const cliMigNode *n) {
             supports = 1;
         }
         if (r) freeReplyObject(r);
+        /* Both nodes of a pair must speak the protocol of this redis-cli:
+         * a node of another build moves its slots with MIGRATE. */
+        int version = supports ? cliMigProtocolVersion(n) : 0;
+        if (supports && version != MIG_PROTOCOL_VERSION) {
+            printf(">>> %s:%d speaks slot migration protocol version %d, this "
+                   "redis-cli %d: its slots cannot move as blocks with it\n",
+                   n->ip, n->port, version, MIG_PROTOCOL_VERSION);
+            supports = 0;
+        }
     }
     cliMigSupportCache *e = malloc(sizeof(*e));
     if (e != NULL && (e->ip = strdup(n->ip)) != NULL) {

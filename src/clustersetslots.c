@@ -149,6 +149,17 @@ static int setSlotsCheck(client *c, setSlotsAction action, clusterNode *n,
                 "so I can't set it IMPORTING", slot, SETSLOTS_ARG_QUOTE, arg);
             return C_ERR;
         }
+        /* An import's slots become this node's through its handover
+         * only (RDMAHANDOVER, migration.c): taken now, they would be owned
+         * without the keys the import may still drop. */
+        if (action != SETSLOTS_MIGRATING && migrationImportsSlot(slot)) {
+            addReplyErrorFormat(c,
+                "Hash slot %d (in '%.*s') is being imported by a block "
+                "migration: it becomes this node's at the migration's "
+                "handover (RDMAMIGRATESLOTS STATUS; CANCEL to stop it)",
+                slot, SETSLOTS_ARG_QUOTE, arg);
+            return C_ERR;
+        }
         if (action == SETSLOTS_NODE && owner == me && n != me) {
             unsigned int keys = countKeysInSlot(slot);
             if (keys != 0) {
@@ -185,7 +196,7 @@ static void setSlotsAssign(clusterNode *n, const int *argof) {
         clusterDelSlot(slot);
         clusterAddSlot(n, slot);
         /* Taking a slot this node was importing ends the import (also a
-         * block migration's, which marks nothing, migration.c). */
+         * block migration's handover, which marks nothing, migration.c). */
         if (n == me && (server.cluster->importing_slots_from[slot] ||
                         migrationImportsSlot(slot))) {
             server.cluster->importing_slots_from[slot] = NULL;

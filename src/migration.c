@@ -12,7 +12,9 @@
  *   RDMAMIGRATESLOTS host port slots...   (the caller waits, blocked)
  *   1 check (main thread, in the command)
  *   donor thread:
- *   2 INITRDMASERVER 0 slots TRANSPORT t   ---> import session for the slots,
+ *   2 INITRDMASERVER 0 slots TRANSPORT t   ---> import session for the slots
+ *     VERSION v                                 (refused unless v is ours:
+ *                                               migprotocol.h), its id,
  *                                               listener + token; the
  *                                               recipient thread accepts
  *     migConnect(token)                    ---> one data connection
@@ -20,15 +22,16 @@
  *     slots, build each slot's manifest in its blocks while writes
  *     flow (the slots watched), freeze the slots (writes wait), build
  *     again the manifests of slots written meanwhile, list the blocks
- *   4 RDMAREGISTER slot nkeys manifest blocks...
- *                                          ---> reserve + register blocks,
- *                                               reply addresses/rkeys
+ *   4 RDMAREGISTER slot nkeys manifest     ---> reserve + register blocks,
+ *     blocks (each with its XXH3 checksum)      reply addresses/rkeys
  *     migWriteBlocks (chunks), migFinish   ---> migWaitTransfer, verdict
  *     (paced by migration-max-bandwidth: migPace)
  *     after each chunk, relax the freeze of the slots it completed:
  *     their writes flow again, and what they propagate is recorded
  *     (migrationPropagated)
- *   5 RDMADONE slots                       ---> recipient thread adopts,
+ *   5 RDMADONE slots                       ---> nodes.conf: importing slots;
+ *                                               recipient thread checks
+ *                                               the checksums, adopts,
  *                                               checks, patches (and, with
  *                                               replicas or AOF, serializes
  *                                               RESTORE payloads); the main
@@ -36,8 +39,11 @@
  *                                               then the deferred reply
  *     freeze again; RDMAREPLAY argc args... ---> the recorded writes, applied
  *                                               in order (and propagated)
- *   6 CLUSTER SETSLOTS NODE recipient      ---> owner, epoch bump
- *     the same here (main thread), thaw: held writes now get MOVED
+ *   6 RDMAHANDOVER session                 ---> READY -> OWNED: owner,
+ *                                               epoch bump, nodes.conf
+ *     (no reply: RDMARESOLVE session, until an answer, slots still frozen)
+ *     CLUSTER SETSLOTS NODE here (main thread), thaw: held writes now get
+ *     MOVED
  *   7 delete the keys in slices (DELs to replicas and AOF), free the
  *     manifests; emptied blocks go back to the OS
  *   reply to the caller with the summary
@@ -88,12 +94,32 @@
  *
  * Failures. Anything that fails before the handover (the recipient dies or
  * refuses, a connection drops, the deadline passes, bad data, CANCEL)
- * rolls back: the donor thaws and keeps everything; the recipient drops
- * every adopted key (synchronously, with DELs to its replicas) and every
- * block of the migration, and its slots go STABLE. The recipient also
- * rolls back by itself when the donor's connection closes or its deadline
- * passes before it owns the slots. Once the recipient owns the slots the
- * migration completes on the donor whatever happens.
+ * rolls back: the donor thaws and keeps everything, and ends the
+ * recipient's session by name (RDMARESOLVE); the recipient drops every
+ * adopted key (with DELs to its replicas and AOF) and every block of the
+ * migration. The recipient also rolls back by itself when the donor's
+ * connection closes or its deadline passes before it owns the slots. Once
+ * the recipient owns the slots the migration completes on the donor
+ * whatever happens.
+ *
+ * The handover (docs/DESIGN.md, "The handover"). At every instant each key
+ * of a moving slot is held by a node that owns the slot or will own it
+ * without any further decision: the recipient's session is a state machine
+ * (MIG_R_*, migRecipientTo) whose slots become its own only in state READY
+ * (every key linked, the writes replayed), through RDMAHANDOVER naming the
+ * session on the donor's connection; a session that rolls back can never
+ * get there, so no donor hands its slots to a recipient that dropped the
+ * keys. The donor deletes its copies only once the recipient said OK to
+ * that, or RDMARESOLVE said "owned", or the cluster bus shows the
+ * recipient's claim (a newer config epoch). When RDMAHANDOVER's reply is
+ * lost the donor does not guess: the slots stay frozen (no write to them
+ * is acknowledged) while it asks RDMARESOLVE, which also fences the
+ * session (a handover still in flight is then refused), until it knows.
+ * Cancels and cleanups name the session; a donor the recipient refused
+ * has none, and touches nothing. The recipient's adopted keys reach its
+ * AOF, RDB and replicas before the slots are its own: nodes.conf lists the
+ * import's slots first (migImporting), and a recipient killed before its
+ * handover deletes their keys when it starts again.
  *
  * One migration per node at a time, in either role.
  *
@@ -112,6 +138,7 @@
 #include "migtransport.h"
 #include "clustersetslots.h"
 #include "migration.h"
+#include "migprotocol.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -120,6 +147,9 @@
 #ifdef __linux__
 #include <sys/syscall.h>
 #endif
+
+/* cluster.c, not in cluster.h. */
+void clusterSaveConfigOrDie(int do_fsync);
 
 #define MIG_SLICE_US 500            /* Main thread work per timer call. */
 #define MIG_DEFAULT_TIMEOUT_MS 60000
@@ -151,6 +181,26 @@ enum {
 static const char *migPhaseName[] = {
     "idle", "check", "prepare", "transfer", "patch", "link", "handover",
     "delete", "rollback", "done", "failed"
+};
+
+/* The recipient's import session as a state machine (docs/DESIGN.md, "The
+ * handover"):
+ *
+ *   LISTENING -RDMAREGISTER-> RECEIVING -RDMADONE-> ADOPTING -linked->
+ *   READY -RDMAHANDOVER-> OWNED
+ *
+ * and any state before OWNED -> ROLLING_BACK (an error, the deadline,
+ * CANCEL, RDMARESOLVE, the donor's connection closing). OWNED and
+ * ROLLING_BACK are final. The import's slots become this node's only by
+ * READY -> OWNED, in RDMAHANDOVER naming the session, on the donor's
+ * connection: a session that has begun to roll back can never own them,
+ * so no donor can hand its slots to a recipient that dropped their keys. */
+enum {
+    MIG_R_LISTENING, MIG_R_RECEIVING, MIG_R_ADOPTING, MIG_R_READY,
+    MIG_R_OWNED, MIG_R_ROLLING_BACK
+};
+static const char *migRStateName[] = {
+    "listening", "receiving", "adopting", "ready", "owned", "rolling-back"
 };
 
 enum { MIG_ROLE_NONE, MIG_ROLE_DONOR, MIG_ROLE_RECIPIENT };
@@ -211,7 +261,9 @@ typedef struct migSession {
     long long start_ms, deadline_ms, phase_start_ms;
     migKind kind;
     char transport[8];              /* What was used: "tcp", "rdma". */
-    int cancel;                     /* CANCEL asked (atomic). */
+    int cancel;                     /* Stop now: CANCEL, or a failure
+                                     * (atomic). */
+    int cancelled;                  /* Main: CANCEL asked by a user. */
     int timed_out;
     sds error;                      /* The cause of a failure. */
     int error_phase;
@@ -280,6 +332,14 @@ typedef struct migSession {
     int cap_full;                   /* MIG_CAPTURE_MAX_BYTES reached. */
     dict *dirty_keys;               /* The keys those commands name. */
     long long writes_replayed;      /* Both: commands applied by RDMAREPLAY. */
+    /* Both: the import session's id, made by the recipient at
+     * INITRDMASERVER; every later message that could end the import
+     * (RDMAHANDOVER, RDMARESOLVE) names it. "" until known. */
+    char sid[MIG_TOKEN_LEN + 1];
+    long long peers_refused;        /* Recipient: strangers its data
+                                     * listener dropped (atomic). */
+    int resolving;                  /* Donor: the handover's reply was lost;
+                                     * asking the recipient (STATUS). */
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
     migListener *listener;
@@ -307,11 +367,9 @@ typedef struct migSession {
     int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
     client *done_client;
     int link_cursor;
-    int linked_all;
-    int rolling_back;
+    int rstate;                     /* MIG_R_*: see migRecipientTo. */
     int rb_stage;                   /* See migRecipientRollbackSlice. */
     long long rb_dropped;
-    int owned;                      /* The slots became ours. */
 } migSession;
 
 static migSession *mig = NULL;      /* The running migration, if any. */
@@ -340,6 +398,11 @@ static struct {
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */
     migStats tstats;                /* Summed over migrations. */
+    /* The last import session here, for RDMARESOLVE: its id, and whether
+     * it ended with the slots this node's. */
+    char import_sid[MIG_TOKEN_LEN + 1];
+    int import_owned;
+    long long peers_refused;        /* Summed over imports. */
 } migLast;
 
 /* DEBUG MIGRATION-DELAY: the donor thread sleeps at the start of a phase,
@@ -433,6 +496,31 @@ static void migSetPhase(migSession *s, int phase) {
         s->phase_ms[s->phase] += now - s->phase_start_ms;
     s->phase_start_ms = now;
     s->phase = phase;
+}
+
+/* The only way a recipient session changes state: the transitions not
+ * drawn above are bugs. */
+static void migRecipientTo(migSession *s, int to) {
+    static const unsigned allowed[] = {
+        [MIG_R_LISTENING] = 1u << MIG_R_RECEIVING | 1u << MIG_R_ROLLING_BACK,
+        [MIG_R_RECEIVING] = 1u << MIG_R_ADOPTING | 1u << MIG_R_ROLLING_BACK,
+        [MIG_R_ADOPTING] = 1u << MIG_R_READY | 1u << MIG_R_ROLLING_BACK,
+        [MIG_R_READY] = 1u << MIG_R_OWNED | 1u << MIG_R_ROLLING_BACK,
+        [MIG_R_OWNED] = 0,
+        [MIG_R_ROLLING_BACK] = 0,
+    };
+    serverAssert(s->role == MIG_ROLE_RECIPIENT && (allowed[s->rstate] & (1u << to)));
+    s->rstate = to;
+}
+
+/* A session id as INITRDMASERVER makes them: MIG_TOKEN_LEN lowercase hex
+ * digits. */
+static int migValidSid(const char *sid) {
+    size_t n = strlen(sid);
+    if (n != MIG_TOKEN_LEN) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((sid[i] >= '0' && sid[i] <= '9') || (sid[i] >= 'a' && sid[i] <= 'f'))) return 0;
+    return 1;
 }
 
 static int migSlotIsSet(const unsigned char *bitmap, int slot) {
@@ -544,6 +632,12 @@ static void migEndSession(migSession *s, int last) {
             migPhaseName[s->error_phase], s->error ? s->error : "?");
 
     if (s->role == MIG_ROLE_RECIPIENT) {
+        if (s->peers_refused)
+            serverLog(LL_WARNING, "Slot migration: the data listener dropped %lld "
+                      "connections that were not the donor's", s->peers_refused);
+        migLast.peers_refused += s->peers_refused;
+        memcpy(migLast.import_sid, s->sid, sizeof(s->sid));
+        migLast.import_owned = s->rstate == MIG_R_OWNED;
         /* The import's slots were pinned (initRdmaServerCommand):
          * now compaction may have them. It relocates the values that
          * came as DUMP payloads or were written by the replay (placed
@@ -1493,18 +1587,9 @@ static int migDonorOwnerSlice(migSession *s) {
     return 0;
 }
 
-/* Donor thread, after SETSLOTS NODE got no answer: watch for the
- * recipient's claim for a while (it broadcasts it at once). */
-static int migDonorRecipientOwns(migSession *s) {
-    for (int i = 0; i < 20; i++) {
-        if (migRunOnMain(s, migDonorOwnerSlice) == 0) return 1;
-        usleep(100000);
-    }
-    return 0;
-}
-
-/* clustersetslots.c: a slot of the running import, whose CLUSTER SETSLOTS
- * NODE <myself> bumps the epoch as for an IMPORTING slot. */
+/* clustersetslots.c: a slot of the running import. Its CLUSTER SETSLOTS
+ * NODE <myself> is refused (only RDMAHANDOVER gives it to this node), and
+ * RDMAHANDOVER's bumps the epoch as for an IMPORTING slot. */
 int migrationImportsSlot(int slot) {
     migSession *s = mig;
     return s && s->role == MIG_ROLE_RECIPIENT && slot >= 0 && slot < CLUSTER_SLOTS &&
@@ -1546,6 +1631,34 @@ static void migGiveSlots(const unsigned char *bitmap) {
     for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migGiven[j] |= bitmap[j];
 }
 
+/* The recipient's side of the same problem. From RDMADONE on, the keys it
+ * adopts are in its keyspace, so in its AOF (as RESTOREs), in any RDB it
+ * saves and in its replicas, before the slots are its own. Killed then, it
+ * would come back with them, and upstream's startup check would mark their
+ * slots IMPORTING: `redis-cli --cluster fix` could then give a slot to
+ * these stale copies. So the import's slots are saved in nodes.conf
+ * ("migration-importing-slots", fsynced) before the first key is linked,
+ * and forgotten in the same write that makes them this node's, or once a
+ * rollback has deleted the keys; at startup, the keys of such a slot this
+ * node does not own are deleted (migrationDropStaleCopies). The session of
+ * the last import handed over is saved with the new owners
+ * ("migration-import-session"): a donor that lost RDMAHANDOVER's reply
+ * asks RDMARESOLVE, which this node answers after a restart too. */
+static unsigned char migImporting[CLUSTER_SLOTS / 8];
+static char migImportSid[MIG_TOKEN_LEN + 1];
+
+static void migRememberImporting(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] |= bitmap[j];
+    clusterSaveConfigOrDie(1);
+}
+
+/* The import ended (its slots are this node's, or its keys are gone): the
+ * next nodes.conf write leaves its slots out. */
+static void migForgetImporting(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] &= ~bitmap[j];
+    clusterDoBeforeSleep(CLUSTER_TODO_SAVE_CONFIG);
+}
+
 /* clusterUpdateSlotsConfigWith(): a slot of this node's shard (its own, or
  * its master's) now belongs to another node. */
 void migrationSlotLost(int slot) {
@@ -1566,11 +1679,22 @@ static sds migCatRanges(sds s, const unsigned char *bitmap) {
     return s;
 }
 
+static int migAnySlot(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) if (bitmap[j]) return 1;
+    return 0;
+}
+
 /* clusterSaveConfig(): append " migration-given-slots <ranges>" to the vars
- * line, for the given slots this node's shard does not own (again). */
+ * line, for the given slots this node's shard does not own (again), and
+ * the import's: " migration-importing-slots <ranges>" and
+ * " migration-import-session <id>". */
 sds migrationConfigVars(sds ci) {
     clusterNode *me = server.cluster->myself;
     int any = 0;
+
+    if (migAnySlot(migImporting))
+        ci = migCatRanges(sdscat(ci, " migration-importing-slots "), migImporting);
+    if (migImportSid[0]) ci = sdscatprintf(ci, " migration-import-session %s", migImportSid);
 
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         if (!migSlotIsSet(migGiven, slot)) continue;
@@ -1593,7 +1717,14 @@ int migrationLoadConfigVar(const char *name, const char *value) {
     unsigned char bitmap[CLUSTER_SLOTS / 8] = {0};
     const char *p = value;
 
-    if (strcasecmp(name, "migration-given-slots")) return 0;
+    if (!strcasecmp(name, "migration-import-session")) {
+        if (migValidSid(value)) snprintf(migImportSid, sizeof(migImportSid), "%s", value);
+        else serverLog(LL_WARNING, "Slot migration: ignoring nodes.conf variable "
+                       "migration-import-session '%s': not a session id", value);
+        return 1;
+    }
+    if (strcasecmp(name, "migration-given-slots") &&
+        strcasecmp(name, "migration-importing-slots")) return 0;
     while (*p) {
         char *end;
         long a = strtol(p, &end, 10), b = a;
@@ -1608,12 +1739,13 @@ int migrationLoadConfigVar(const char *name, const char *value) {
         if (*p == ',') p++;
         else if (*p) goto bad;
     }
-    memcpy(migGiven, bitmap, sizeof(migGiven));
+    memcpy(strcasecmp(name, "migration-given-slots") ? migImporting : migGiven,
+           bitmap, sizeof(bitmap));
     return 1;
 
 bad:
     serverLog(LL_WARNING, "Slot migration: ignoring nodes.conf variable "
-              "migration-given-slots '%s': not a list of slots and ranges", value);
+              "%s '%s': not a list of slots and ranges", name, value);
     return 1;
 }
 
@@ -1639,10 +1771,15 @@ void migrationDropStaleCopies(void) {
     prev = migPropagateBegin();
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         clusterNode *owner = server.cluster->slots[slot];
-        if (!migSlotIsSet(migGiven, slot) || countKeysInSlot(slot) == 0 ||
+        /* An import that never became this node's (see migImporting). */
+        int unfinished = migSlotIsSet(migImporting, slot) && owner != server.cluster->myself &&
+                         !migrationImportsSlot(slot);
+        if (unfinished) migImporting[slot >> 3] &= ~(1 << (slot & 7));
+        if (countKeysInSlot(slot) == 0) continue;
+        if (!unfinished && (!migSlotIsSet(migGiven, slot) ||
             owner == NULL || owner == server.cluster->myself ||
             server.cluster->importing_slots_from[slot] != NULL ||
-            migrationImportsSlot(slot)) continue;
+            migrationImportsSlot(slot))) continue;
         dictEntry *de;
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
             migDeleteKey(db, slot, de, MIG_DEL_SYNC, NULL);
@@ -1661,8 +1798,9 @@ void migrationDropStaleCopies(void) {
     }
     serverLog(LL_WARNING, "Slot migration: deleted %llu stale keys of %d slots "
               "handed over to other nodes (by this node or its former "
-              "master): %s", dropped, slots, list);
+              "master), or of an import that never ended here: %s", dropped, slots, list);
     sdsfree(list);
+    clusterDoBeforeSleep(CLUSTER_TODO_SAVE_CONFIG);
 }
 
 /* Rollback before the handover: thaw, let go of the manifests. */
@@ -1814,17 +1952,6 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
     return r;
 }
 
-static redisReply *migCallf(migSession *s, redisContext *rc, const char *what, int n, ...) {
-    sds *argv = zmalloc(sizeof(sds) * n);
-    va_list ap;
-    va_start(ap, n);
-    for (int j = 0; j < n; j++) argv[j] = sdsnew(va_arg(ap, const char *));
-    va_end(ap);
-    redisReply *r = migCall(s, rc, n, argv, what);
-    migFreeArgv(argv, n);
-    return r;
-}
-
 /* A field of a map reply (RESP2 flat array or RESP3 map). */
 static redisReply *migReplyField(redisReply *r, const char *name) {
     if (r->type != REDIS_REPLY_ARRAY && r->type != REDIS_REPLY_MAP) return NULL;
@@ -1877,27 +2004,154 @@ static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *
     migFail(s, "%s%s", err, why);
 }
 
-static redisContext *migRecipientConnect(migSession *s) {
-    long long left = migRemainingMs(s);
-    struct timeval tv = {left / 1000, (left % 1000) * 1000};
+/* A connection to the recipient, authenticated, within ms; NULL with why
+ * in err (MIG_ERR_LEN bytes; may be NULL). Leaves the session's error
+ * alone: the donor thread also uses it after the deadline, to resolve a
+ * handover or to end the recipient's session. */
+static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     redisContext *rc = redisConnectWithTimeout(s->host, s->port, tv);
 
     if (rc == NULL || rc->err) {
-        migFail(s, "cannot connect to the recipient %s:%d: %s", s->host, s->port,
-                rc ? rc->errstr : "out of memory");
+        if (err) snprintf(err, MIG_ERR_LEN, "cannot connect to the recipient %s:%d: %s",
+                          s->host, s->port, rc ? rc->errstr : "out of memory");
         if (rc) redisFree(rc);
         return NULL;
     }
+    redisSetTimeout(rc, tv);
     if (s->pass) {
-        redisReply *r = s->user ? migCallf(s, rc, "AUTH", 3, "AUTH", s->user, s->pass)
-                                : migCallf(s, rc, "AUTH", 2, "AUTH", s->pass);
-        if (r == NULL) {
+        redisReply *r = s->user ? redisCommand(rc, "AUTH %s %s", s->user, s->pass)
+                                : redisCommand(rc, "AUTH %s", s->pass);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            if (err) snprintf(err, MIG_ERR_LEN, "AUTH refused by the recipient %s:%d: %s",
+                              s->host, s->port, r ? r->str : rc->errstr);
+            if (r) freeReplyObject(r);
             redisFree(rc);
             return NULL;
         }
         freeReplyObject(r);
     }
     return rc;
+}
+
+static redisContext *migRecipientConnect(migSession *s) {
+    char err[MIG_ERR_LEN];
+    long long left = migRemainingMs(s);
+    redisContext *rc = left > 0 ? migConnectTo(s, left, err) : NULL;
+
+    if (left <= 0) migFailAborted(s);
+    else if (rc == NULL) migFail(s, "%s", err);
+    return rc;
+}
+
+/* RDMARESOLVE <session> <slots> on rc (its timeout set by the caller). */
+static redisReply *migResolveCall(migSession *s, redisContext *rc) {
+    sds *argv = zmalloc(sizeof(sds) * 2);
+    int argc = 0;
+    argv[argc++] = sdsnew("RDMARESOLVE");
+    argv[argc++] = sdsnew(s->sid);
+    migAppendRanges(s->bitmap, &argv, &argc);
+    size_t *lens = zmalloc(sizeof(size_t) * argc);
+    for (int j = 0; j < argc; j++) lens[j] = sdslen(argv[j]);
+    redisReply *r = redisCommandArgv(rc, argc, (const char **)argv, lens);
+    zfree(lens);
+    migFreeArgv(argv, argc);
+    return r;
+}
+
+/* Donor thread, phase 6: RDMAHANDOVER. Returns 1 if the recipient took the
+ * slots (it replied OK), 0 if it did not (it refused, or the migration was
+ * aborted before asking: s->error set), -1 if nobody can tell (the reply
+ * was lost: connection broken, or no reply within the time left). */
+static int migDonorHandover(migSession *s, redisContext *rc) {
+    /* At least a few seconds: a reply that comes late is still an answer,
+     * and an answer spares asking again. */
+    long long wait = migRemainingMs(s) > 5000 ? migRemainingMs(s) : 5000;
+    struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+    redisReply *r;
+
+    if (migAborting(s)) {
+        migFailAborted(s);
+        return 0;
+    }
+    /* RDMAHANDOVER counts only on the connection that opened the session:
+     * if that one is gone already, no handover can have happened (only
+     * the last round trip is left in doubt). */
+    redisSetTimeout(rc, tv);
+    r = redisCommand(rc, "PING");
+    if (r == NULL) {
+        migFail(s, "the connection to the recipient %s:%d broke before the "
+                "handover: %s", s->host, s->port, rc->errstr);
+        return 0;
+    }
+    freeReplyObject(r);
+    r = redisCommand(rc, "RDMAHANDOVER %s", s->sid);
+    if (r == NULL) {
+        serverLog(LL_WARNING, "Slot migration: no reply to RDMAHANDOVER from %s:%d "
+                  "(%s): asking the recipient what happened", s->host, s->port, rc->errstr);
+        return -1;
+    }
+    int ok = r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK");
+    if (!ok) migFail(s, "RDMAHANDOVER refused by the recipient %s:%d: %s", s->host,
+                     s->port, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Donor thread: RDMAHANDOVER went out and no reply came back. The
+ * recipient may have taken the slots or not, and a guess either way loses
+ * keys: thawed here while the recipient owns them, the writes acknowledged
+ * here are lost; deleted here while it does not, every key is. So the
+ * slots stay frozen (writes wait; none is acknowledged) and the donor asks
+ * until it knows: the cluster's view (the recipient broadcasts its claim
+ * with a new config epoch at once), and the recipient itself, on fresh
+ * connections, with RDMARESOLVE, which also fences the session (a
+ * handover still in flight would then be refused, so "not-owned" is
+ * final). It asks for as long as it takes, the recipient may be
+ * restarting: it answers from nodes.conf then. Returns 1 if the
+ * recipient owns the slots, 0 (why in err) if it never will. */
+static int migDonorResolve(migSession *s, char *err) {
+    long long start = mstime(), logged = start;
+    int owned = -1;
+
+    atomicSet(s->resolving, 1);
+    while (owned == -1) {
+        if (migRunOnMain(s, migDonorOwnerSlice) == 0) {
+            owned = 1;
+            break;
+        }
+        redisContext *rc = migConnectTo(s, 1000, NULL);
+        redisReply *r = rc ? migResolveCall(s, rc) : NULL;
+        if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "owned")) owned = 1;
+        else if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "not-owned")) owned = 0;
+        else if (r && r->type == REDIS_REPLY_ERROR && mstime() - logged >= 10000)
+            serverLog(LL_WARNING, "Slot migration: RDMARESOLVE: %s", r->str);
+        if (r) freeReplyObject(r);
+        if (rc) redisFree(rc);
+        if (owned != -1) break;
+        if (mstime() - logged >= 10000) {
+            logged = mstime();
+            serverLog(LL_WARNING, "Slot migration: the outcome of the handover of "
+                      "session %s is still unknown after %lld ms: the slots stay "
+                      "frozen here until %s:%d answers or the cluster shows its claim",
+                      s->sid, logged - start, s->host, s->port);
+        }
+        usleep(200000);
+    }
+    atomicSet(s->resolving, 0);
+    serverLog(LL_WARNING, "Slot migration: the handover of session %s %s (resolved "
+              "in %lld ms)", s->sid, owned ? "happened: the recipient owns the slots"
+              : "did not happen: the slots stay here", mstime() - start);
+    if (!owned) snprintf(err, MIG_ERR_LEN, "the handover's reply was lost, and the "
+                         "recipient says it does not own the slots (RDMARESOLVE)");
+    else {
+        /* Whatever the lost reply left in the error, the handover happened. */
+        pthread_mutex_lock(&s->lock);
+        sdsfree(s->error);
+        s->error = NULL;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return owned;
 }
 
 static void migSetFd(migSession *s, int *field, int fd) {
@@ -1957,6 +2211,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     size_t nseg = 0, nb_all = 0;
     for (int i = 0; i < s->nmig; i++) nb_all += s->slots[i].nblocks;
     uint64_t *used = zcalloc(sizeof(uint64_t) * (nb_all ? nb_all : 1));
+    uint64_t *sums = zcalloc(sizeof(uint64_t) * (nb_all ? nb_all : 1));
     size_t *first = zcalloc(sizeof(size_t) * (nb_all + 1));
     size_t *slot_end = zcalloc(sizeof(size_t) * (s->nmig + 1)); /* segs */
     slotAllocRangeInfo *ranges = NULL;
@@ -1968,6 +2223,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             n = slotAllocBlockUsedRanges(addr, ranges + nseg, n);
             first[k] = nseg;
             for (size_t j = 0; j < n; j++) used[k] += ranges[nseg + j].len;
+            sums[k] = migBlockSumRanges(addr, ranges + nseg, n);
             nseg += n;
             s->bytes_total += (long long)used[k];
         }
@@ -1992,7 +2248,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     argv[argc++] = sdsnew("RDMAREGISTER");
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
-        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 3 * ms->nblocks));
+        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 4 * ms->nblocks));
         argv[argc++] = sdsfromlonglong(ms->slot);
         argv[argc++] = sdsfromlonglong((long long)ms->nkeys);
         argv[argc++] = sdscatprintf(sdsempty(), "%llu",
@@ -2002,6 +2258,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].donor);
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].size);
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)used[nb + b]);
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)sums[nb + b]);
         }
         nb += ms->nblocks;
     }
@@ -2143,6 +2400,7 @@ done:
     zfree(lens);
     zfree(segs);
     zfree(used);
+    zfree(sums);
     zfree(first);
     zfree(slot_end);
     zfree(ranges);
@@ -2341,27 +2599,33 @@ static void *migDonorThread(void *arg) {
     argv[argc++] = sdsnew("INITRDMASERVER");
     argv[argc++] = sdsnew("0");
     migAppendRanges(s->bitmap, &argv, &argc);
-    argv = zrealloc(argv, sizeof(sds) * (argc + 4));
+    argv = zrealloc(argv, sizeof(sds) * (argc + 6));
     argv[argc++] = sdsnew("TRANSPORT");
     argv[argc++] = sdsnew(migKindName(s->kind));
     argv[argc++] = sdsnew("TIMEOUT");
     argv[argc++] = sdsnew(tmo);
+    argv[argc++] = sdsnew("VERSION");
+    argv[argc++] = sdsfromlonglong(MIG_PROTOCOL_VERSION);
     r = migCall(s, rc, argc, argv, "INITRDMASERVER");
     migFreeArgv(argv, argc);
     argv = NULL;
     argc = 0;
     if (r == NULL) goto fail;
     redisReply *ft = migReplyField(r, "transport"), *fh = migReplyField(r, "host"),
-               *fp = migReplyField(r, "port"), *fk = migReplyField(r, "token");
+               *fp = migReplyField(r, "port"), *fk = migReplyField(r, "token"),
+               *fs = migReplyField(r, "session");
     migKind kind;
-    if (!ft || !fh || !fp || !fk || ft->type != REDIS_REPLY_STRING ||
+    if (!ft || !fh || !fp || !fk || !fs || ft->type != REDIS_REPLY_STRING ||
         fh->type != REDIS_REPLY_STRING || fp->type != REDIS_REPLY_INTEGER ||
         fk->type != REDIS_REPLY_STRING || migParseKind(ft->str, &kind) == -1 ||
-        kind == MIG_KIND_AUTO) {
+        kind == MIG_KIND_AUTO || fs->type != REDIS_REPLY_STRING || !migValidSid(fs->str)) {
         migFail(s, "INITRDMASERVER: unexpected reply from the recipient");
         freeReplyObject(r);
         goto fail;
     }
+    pthread_mutex_lock(&s->lock);   /* (STATUS reads it.) */
+    memcpy(s->sid, fs->str, MIG_TOKEN_LEN + 1);
+    pthread_mutex_unlock(&s->lock);
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(kind));
     conn = migConnect(kind, fh->str, (int)fp->integer, fk->str,
                       kind == MIG_KIND_RDMA && server.rdma_bind[0] ? server.rdma_bind : NULL,
@@ -2417,28 +2681,10 @@ static void *migDonorThread(void *arg) {
     if (migDonorReplay(s, rc) == -1) goto fail;
     migDelay(s, MIG_PHASE_HANDOVER);
     if (migAborting(s)) { migFailAborted(s); goto fail; }
-    argv = NULL;
-    argc = 0;
-    argv = zmalloc(sizeof(sds) * 4);
-    argv[argc++] = sdsnew("CLUSTER");
-    argv[argc++] = sdsnew("SETSLOTS");
-    argv[argc++] = sdsnew("NODE");
-    argv[argc++] = sdsnewlen(s->target, CLUSTER_NAMELEN);
-    migAppendRanges(s->bitmap, &argv, &argc);
-    r = migCall(s, rc, argc, argv, "CLUSTER SETSLOTS NODE");
-    migFreeArgv(argv, argc);
-    if (r) {
-        freeReplyObject(r);
-    } else if (migDonorRecipientOwns(s)) {
-        /* The reply was lost, but the recipient's claim reached us through
-         * the cluster bus: the handover happened. */
-        serverLog(LL_WARNING, "Slot migration: no reply to SETSLOTS NODE (%s), "
-            "but the recipient claims the slots: handing over", s->error);
-        pthread_mutex_lock(&s->lock);
-        sdsfree(s->error);
-        s->error = NULL;
-        pthread_mutex_unlock(&s->lock);
-    } else {
+    int owned = migDonorHandover(s, rc);
+    if (owned == 0) goto fail;
+    if (owned == -1 && !migDonorResolve(s, err)) {
+        migFail(s, "%s", err);
         goto fail;
     }
     migRunOnMain(s, migDonorHandoverSlice);
@@ -2456,28 +2702,24 @@ fail:
         if (conn) migClose(conn);
         conn = NULL;
         migRunOnMain(s, migDonorRollbackSlice);
-        /* Tell the recipient, on a fresh connection if ours broke: it
-         * drops what it adopted and its slots go STABLE. If it is gone,
-         * its own deadline does the same. */
+        /* Tell the recipient, naming our session (a donor it refused has
+         * none, and touches nothing), on a fresh connection if ours broke:
+         * it drops what it adopted. If it is gone, its own deadline or the
+         * closed connection does the same. */
         if (rc && rc->err) {
             migSetFd(s, &s->rc_fd, -1);
             redisFree(rc);
             rc = NULL;
         }
-        if (rc == NULL) {
-            long long saved = s->deadline_ms;
-            int cancel;
-            atomicGet(s->cancel, cancel);
-            s->deadline_ms = mstime() + 2000;
-            atomicSet(s->cancel, 0);
-            rc = migRecipientConnect(s);
-            s->deadline_ms = saved;
-            atomicSet(s->cancel, cancel);
-        }
-        if (rc) {
+        if (s->sid[0] && rc == NULL) rc = migConnectTo(s, 2000, NULL);
+        if (s->sid[0] && rc) {
             struct timeval tv = {2, 0};
             redisSetTimeout(rc, tv);
-            r = redisCommand(rc, "RDMAMIGRATESLOTS CANCEL");
+            r = migResolveCall(s, rc);
+            if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "owned"))
+                serverLog(LL_WARNING, "Slot migration: BUG: the recipient says it owns "
+                          "the slots of session %s, which failed here before its "
+                          "handover", s->sid);
             if (r) freeReplyObject(r);
         }
     }
@@ -2536,6 +2778,22 @@ static int migWaitFor(migSession *s, int *flag) {
 static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
     sds perr = NULL;
 
+    /* Every byte shipped, as sent, before anything of the slot is used. */
+    for (size_t b = 0; b < ms->nblocks; b++) {
+        uint64_t sum;
+        if (migBlockImageSum(ms->blocks[b].local, ms->blocks[b].size, &sum) == -1) {
+            snprintf(err, MIG_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
+                        "metadata)", ms->slot, b);
+            return -1;
+        }
+        if (sum != ms->blocks[b].sum) {
+            snprintf(err, MIG_ERR_LEN, "slot %d: block %zu: checksum mismatch (XXH3 "
+                     "%016llx sent, %016llx received): its bytes changed on the way; "
+                     "nothing of the slot was adopted", ms->slot, b,
+                     (unsigned long long)ms->blocks[b].sum, (unsigned long long)sum);
+            return -1;
+        }
+    }
     for (size_t b = 0; b < ms->nblocks; b++) {
         if (migAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
             snprintf(err, MIG_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
@@ -2697,9 +2955,10 @@ static void *migRecipientThread(void *arg) {
         goto out;
     }
     s->patcher_started = 1;
-    /* Accept the donor, in short waits so that a cancel is seen. A donor
-     * that connects gets the rest of the migration's time for the
-     * handshake (and as its I/O timeout), like the donor's side. */
+    /* Accept the donor, in short waits so that a cancel is seen. Strangers
+     * on the port are dropped by the listener and cost only themselves
+     * (migtransport.h, "Strangers"); the donor's connection gets the rest
+     * of the migration's time as its I/O timeout, like the donor's side. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
         conn = migAccept(s->listener, 250, migRemainingMsInt(s), err);
@@ -2708,10 +2967,16 @@ static void *migRecipientThread(void *arg) {
             goto out;
         }
     }
+    /* One donor per import: later connections are refused at once
+     * rather than wait in the backlog for the transfer's end. */
     pthread_mutex_lock(&s->lock);
     s->conn = conn;
     s->data_fd = migTcpFd(conn);
+    migListener *l = s->listener;
+    s->listener = NULL;
     pthread_mutex_unlock(&s->lock);
+    atomicSet(s->peers_refused, (long long)migListenerRefused(l));
+    migCloseListener(l);
 
     /* RDMAREGISTER: register the reserved blocks. */
     if (!migWaitFor(s, &s->reg_requested)) { migFailAborted(s); goto out; }
@@ -2755,11 +3020,8 @@ static void *migRecipientThread(void *arg) {
     pthread_mutex_lock(&s->lock);
     s->data_fd = -1;
     s->conn = NULL;
-    migListener *l = s->listener;
-    s->listener = NULL;
     pthread_mutex_unlock(&s->lock);
     migClose(conn);
-    migCloseListener(l);
     conn = NULL;
 
     /* The slots not queued during the transfer (all of them over RDMA,
@@ -2935,6 +3197,7 @@ static void migRecipientCloseTransport(migSession *s) {
         s->conn = NULL;
     }
     if (s->listener) {
+        s->peers_refused = (long long)migListenerRefused(s->listener);
         migCloseListener(s->listener);
         s->listener = NULL;
     }
@@ -2955,35 +3218,22 @@ static int migRecipientTick(migSession *s) {
     int done;
     atomicGet(s->thread_done, done);
 
-    /* Handed over: the slots are ours (checked first: the donor closes
-     * its connection once it is done, which is no failure then). */
-    if (s->linked_all && !s->rolling_back) {
-        int all = 1;
-        for (int slot = 0; slot < CLUSTER_SLOTS && all; slot++)
-            if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != server.cluster->myself)
-                all = 0;
-        if (all) {
-            s->owned = 1;
-            migEndSession(s, MIG_LAST_OK);
-            return 0;
-        }
-    }
-
-    /* Failure: wait for the thread, then drop everything. */
-    if (!s->rolling_back && !s->owned) {
+    /* Failure: wait for the thread, then drop everything. (A session
+     * handed over has ended in RDMAHANDOVER.) */
+    if (s->rstate != MIG_R_ROLLING_BACK) {
         int donor_gone = lookupClientByID(s->donor_client_id) == NULL;
         int failed = s->error != NULL || (done && !s->patched);
         if (donor_gone && !failed)
             migFail(s, "the donor's connection closed before the handover");
         if (migAborting(s) || donor_gone || failed) {
             migFailAborted(s);
-            s->rolling_back = 1;
+            migRecipientTo(s, MIG_R_ROLLING_BACK);
             migSetPhase(s, MIG_PHASE_ROLLBACK);
             atomicSet(s->cancel, 1);
             migInterrupt(s);
         }
     }
-    if (s->rolling_back) {
+    if (s->rstate == MIG_R_ROLLING_BACK) {
         if (!done) return 0;
         if (s->rb_stage == 0) {
             /* A FLUSHALL ASYNC may still be freeing adopted keys: the
@@ -2997,8 +3247,8 @@ static int migRecipientTick(migSession *s) {
         if (r) return r == MIG_SLICE_MORE;
         migRecipientReplyError(s, &s->reg_client);
         migRecipientReplyError(s, &s->done_client);
-        int cancel = s->error && strstr(s->error, "cancelled") != NULL;
-        migEndSession(s, cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED);
+        migForgetImporting(s->bitmap);
+        migEndSession(s, s->cancelled ? MIG_LAST_CANCELLED : MIG_LAST_FAILED);
         return 0;
     }
 
@@ -3021,7 +3271,7 @@ static int migRecipientTick(migSession *s) {
     }
 
     /* Patched: link in slices, then answer RDMADONE. */
-    if (s->patched && !s->linked_all && !migClientsPaused()) {
+    if (s->patched && s->rstate == MIG_R_ADOPTING && !migClientsPaused()) {
         if (s->phase != MIG_PHASE_LINK) {
             if (s->thread_started) pthread_join(s->thread, NULL);
             s->thread_started = 0;
@@ -3044,7 +3294,7 @@ static int migRecipientTick(migSession *s) {
         latencyEndMonitor(lat);
         latencyAddSampleIfNeeded("migration-link-slice", lat);
         if (s->link_cursor < s->nmig) return 1;
-        s->linked_all = 1;
+        migRecipientTo(s, MIG_R_READY);
         if (s->done_client) {
             client *c = s->done_client;
             addReplyMapLen(c, 5);
@@ -3152,9 +3402,16 @@ static void migStatusCommand(client *c) {
         f = migLast.fig;
         if (!f.transport[0]) snprintf(f.transport, sizeof(f.transport), "none");
     }
-    addReplyMapLen(c, 25);
+    addReplyMapLen(c, 28);
     addReplyBulkCString(c, "role"); addReplyBulkCString(c, migRoleName[s ? s->role : MIG_ROLE_NONE]);
     addReplyBulkCString(c, "state"); addReplyBulkCString(c, s ? "running" : "idle");
+    addReplyBulkCString(c, "session"); addReplyBulkCString(c, s ? s->sid : "");
+    /* The recipient's state machine; a donor's is its phase. */
+    addReplyBulkCString(c, "import_state");
+    addReplyBulkCString(c, s && s->role == MIG_ROLE_RECIPIENT ? migRStateName[s->rstate] : "");
+    int resolving = 0;
+    if (s) atomicGet(s->resolving, resolving);
+    addReplyBulkCString(c, "resolving"); addReplyLongLong(c, resolving);
     addReplyBulkCString(c, "phase");
     addReplyBulkCString(c, s ? migPhaseName[s->phase] : "idle");
     migAddReplyFigureFields(c, &f, 1);
@@ -3171,11 +3428,20 @@ static void migCancelCommand(client *c) {
         return;
     }
     if ((s->role == MIG_ROLE_DONOR && s->handed_over) ||
-        (s->role == MIG_ROLE_RECIPIENT && s->owned)) {
+        (s->role == MIG_ROLE_RECIPIENT && s->rstate == MIG_R_OWNED)) {
         addReplyError(c, "the migration is past its handover: it can no longer "
                          "be cancelled (the recipient owns the slots)");
         return;
     }
+    int resolving;
+    atomicGet(s->resolving, resolving);
+    if (resolving) {
+        addReplyError(c, "the handover's reply was lost: the outcome is being "
+                         "asked of the recipient and cannot be cancelled (see "
+                         "RDMAMIGRATESLOTS STATUS)");
+        return;
+    }
+    s->cancelled = 1;
     atomicSet(s->cancel, 1);
     migInterrupt(s);
     serverLog(LL_WARNING, "Slot migration (%s): CANCEL asked", migRoleName[s->role]);
@@ -3339,7 +3605,8 @@ void rdmaMigrateSlotsCommand(client *c) {
 /* INITRDMASERVER <port> <slot|start-end>... [TRANSPORT rdma|tcp|auto]
  *                [TIMEOUT ms] */
 void initRdmaServerCommand(client *c) {
-    long long port, timeout = MIG_DEFAULT_TIMEOUT_MS;
+    long long port, timeout = MIG_DEFAULT_TIMEOUT_MS, version = 0;
+    const char *vstr = "";
     migKind kind;
     char err[MIG_ERR_LEN] = "", tok[MIG_TOKEN_LEN + 1], ip[NET_IP_STR_LEN];
     unsigned char bitmap[CLUSTER_SLOTS / 8];
@@ -3353,15 +3620,35 @@ void initRdmaServerCommand(client *c) {
         return;
     }
     while (last < c->argc && strcasecmp(c->argv[last]->ptr, "transport") &&
-           strcasecmp(c->argv[last]->ptr, "timeout")) last++;
+           strcasecmp(c->argv[last]->ptr, "timeout") &&
+           strcasecmp(c->argv[last]->ptr, "version")) last++;
     for (int j = last; j < c->argc; j++) {
         int r = migParseCommonOption(c, &j, &kind, &timeout);
         if (r == -1) return;
+        if (r == 0 && !strcasecmp(c->argv[j]->ptr, "version") && j + 1 < c->argc) {
+            vstr = c->argv[++j]->ptr;
+            if (getLongLongFromObject(c->argv[j], &version) != C_OK || version < 1) version = -1;
+            continue;
+        }
         if (r == 0) {
             addReplyErrorFormat(c, "Invalid or incomplete option '%s'",
                                 (char *)c->argv[j]->ptr);
             return;
         }
+    }
+    /* Both builds must lay out blocks, manifests and messages alike. */
+    if (version != MIG_PROTOCOL_VERSION) {
+        if (version == 0)
+            addReplyErrorFormat(c, "INITRDMASERVER without VERSION: the donor speaks "
+                "slot migration protocol version 1, this node %d; upgrade the donor, "
+                "or move the slots with MIGRATE (redis-cli --cluster-transport auto "
+                "or legacy)", MIG_PROTOCOL_VERSION);
+        else
+            addReplyErrorFormat(c, "the donor speaks slot migration protocol version "
+                "%.20s, this node %d; run the same build on both, or move the slots "
+                "with MIGRATE (redis-cli --cluster-transport auto or legacy)",
+                vstr, MIG_PROTOCOL_VERSION);
+        return;
     }
     if (migParseSlots(c, 2, last, bitmap, &nslots) == C_ERR) return;
     /* The slots come from one other master (the donor), and nothing of
@@ -3405,7 +3692,8 @@ void initRdmaServerCommand(client *c) {
         return;
     }
     if (port == 0) port = server.rdma_migration_port;
-    if (migGenerateToken(tok, err) == -1) {
+    char sid[MIG_TOKEN_LEN + 1];
+    if (migGenerateToken(tok, err) == -1 || migGenerateToken(sid, err) == -1) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
@@ -3419,6 +3707,8 @@ void initRdmaServerCommand(client *c) {
     migSession *s = migNewSession(MIG_ROLE_RECIPIENT);
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;
+    memcpy(s->sid, sid, sizeof(sid));
+    s->rstate = MIG_R_LISTENING;
     /* Until the import ends, slot compaction leaves its slots alone: a
      * sparse adopted block drained and released would leave a stale
      * block pointer to the rollback (which frees what lies in adopted
@@ -3445,11 +3735,13 @@ void initRdmaServerCommand(client *c) {
     s->thread_started = 1;
     if (migListenerNote(l)[0])
         serverLog(LL_NOTICE, "Slot migration: %s", migListenerNote(l));
-    addReplyMapLen(c, 4);
+    addReplyMapLen(c, 6);
     addReplyBulkCString(c, "transport"); addReplyBulkCString(c, migKindName(s->kind));
     addReplyBulkCString(c, "host"); addReplyBulkCString(c, bind);
     addReplyBulkCString(c, "port"); addReplyLongLong(c, migListenerPort(l));
     addReplyBulkCString(c, "token"); addReplyBulkCString(c, tok);
+    addReplyBulkCString(c, "session"); addReplyBulkCString(c, s->sid);
+    addReplyBulkCString(c, "version"); addReplyLongLong(c, MIG_PROTOCOL_VERSION);
     migStartTimer();
 }
 
@@ -3464,7 +3756,7 @@ static migSession *migRecipientOf(client *c) {
         addReplyError(c, "the import belongs to the connection that sent INITRDMASERVER");
         return NULL;
     }
-    if (mig->rolling_back || mig->error) {
+    if (mig->rstate == MIG_R_ROLLING_BACK || mig->error) {
         addReplyErrorFormat(c, "the import is failing: %s", mig->error ? mig->error : "rollback");
         return NULL;
     }
@@ -3494,10 +3786,10 @@ void rdmaRegisterCommand(client *c) {
             getLongLongFromObject(c->argv[j + 1], &nkeys) != C_OK || nkeys < 0 ||
             !string2ull(c->argv[j + 2]->ptr, &maddr) ||
             getLongLongFromObject(c->argv[j + 3], &nblocks) != C_OK || nblocks < 1 ||
-            nblocks > (c->argc - j - 4) / 3) {
+            nblocks > (c->argc - j - 4) / 4) {
             addReplyErrorFormat(c, "RDMAREGISTER: bad slot entry at argument %d "
                 "(<slot> <nkeys> <manifest-addr> <nblocks> then <addr> <size> "
-                "<bytes> per block)", j);
+                "<bytes> <checksum> per block)", j);
             goto err;
         }
         if (migSlotIsSet(seen, (int)slot)) {
@@ -3522,19 +3814,22 @@ void rdmaRegisterCommand(client *c) {
         ms->nblocks = (size_t)nblocks;
         ms->blocks = zcalloc(sizeof(migBlockMap) * nblocks);
         j += 4;
-        for (long long b = 0; b < nblocks; b++, j += 3) {
-            unsigned long long a, sz, bytes;
+        for (long long b = 0; b < nblocks; b++, j += 4) {
+            unsigned long long a, sz, bytes, sum;
             if (!string2ull(c->argv[j]->ptr, &a) || !string2ull(c->argv[j + 1]->ptr, &sz) ||
                 !string2ull(c->argv[j + 2]->ptr, &bytes) ||
+                !string2ull(c->argv[j + 3]->ptr, &sum) ||
                 sz == 0 || sz % SLOTALLOC_UNIT_SIZE || sz > (1ULL << 40) ||
                 a % SLOTALLOC_UNIT_SIZE || bytes == 0 || bytes > sz) {
                 addReplyErrorFormat(c, "RDMAREGISTER: slot %lld block %lld: bad address, "
-                    "size (multiples of %d) or byte count", slot, b, SLOTALLOC_UNIT_SIZE);
+                    "size (multiples of %d), byte count or checksum", slot, b,
+                    SLOTALLOC_UNIT_SIZE);
                 goto err;
             }
             ms->blocks[b].donor = a;
             ms->blocks[b].size = sz;
             ms->blocks[b].expect = bytes;
+            ms->blocks[b].sum = sum;
             total += sz;
         }
     }
@@ -3588,6 +3883,7 @@ void rdmaRegisterCommand(client *c) {
     }
     s->bytes_total = (long long)total;
     s->reg_client = c;
+    migRecipientTo(s, MIG_R_RECEIVING);
     pthread_mutex_lock(&s->lock);
     s->reg_requested = 1;
     pthread_cond_broadcast(&s->cond);
@@ -3624,13 +3920,128 @@ void rdmaDoneCommand(client *c) {
     }
     s->propagate = server.aof_state != AOF_OFF ||
         (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
+    /* From here on the adopted keys may reach this node's AOF, an RDB
+     * or a replica before the slots are ours: nodes.conf says so first. */
+    migRememberImporting(s->bitmap);
     s->done_client = c;
+    migRecipientTo(s, MIG_R_ADOPTING);
     migSetPhase(s, MIG_PHASE_PATCH);
     pthread_mutex_lock(&s->lock);
     s->done_requested = 1;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     migBlock(c);
+}
+
+/* Before RDMAHANDOVER makes the slots this node's: the adopted keys and
+ * the replayed writes, propagated as the keys were linked, are written to
+ * the AOF and, unless appendfsync is no, on disk, so that the new owner's
+ * AOF holds its keys when nodes.conf (fsynced next, in beforeSleep, before
+ * the reply leaves) says it owns them. */
+static void migRecipientSyncAof(void) {
+    if (server.aof_state != AOF_ON) return;
+    flushAppendOnlyFile(1);
+    if (server.aof_fsync != AOF_FSYNC_NO && server.aof_fd != -1 &&
+        redis_fsync(server.aof_fd) == -1)
+        serverLog(LL_WARNING, "Slot migration: fsync of the AOF before the "
+                  "handover: %s", strerror(errno));
+}
+
+/* RDMAHANDOVER <session>: the donor hands the import's slots over. The
+ * only way an import's slots become this node's (READY -> OWNED): the
+ * session named must be the running one, on the donor's connection, with
+ * every key linked and the recorded writes replayed, and not failing. The
+ * slots are taken as CLUSTER SETSLOTS NODE <myself> would (epoch bump,
+ * broadcast, nodes.conf fsynced before this reply leaves) and the session
+ * ends. Any error reply means the slots stayed with the donor. */
+void rdmaHandoverCommand(client *c) {
+    migSession *s = mig;
+    const char *sid = c->argv[1]->ptr;
+
+    if (migCheckNode(c) == C_ERR) return;
+    if (s == NULL || s->role != MIG_ROLE_RECIPIENT || strcmp(s->sid, sid)) {
+        addReplyErrorFormat(c, "no import session '%.40s' is running here (it "
+            "ended or never began): the slots stay with the donor", sid);
+        return;
+    }
+    if (s->donor_client_id != c->id) {
+        addReplyError(c, "RDMAHANDOVER must come on the connection that sent "
+                         "INITRDMASERVER");
+        return;
+    }
+    if (s->rstate != MIG_R_READY || s->error || migAborting(s)) {
+        addReplyErrorFormat(c, "import session %s is %s%s%s: the slots stay "
+            "with the donor", s->sid, migRStateName[s->rstate],
+            s->error ? ", failing: " : (migAborting(s) ? ", past its deadline" : ""),
+            s->error ? s->error : "");
+        return;
+    }
+    migRecipientSyncAof();
+    migRecipientTo(s, MIG_R_OWNED);
+    migSetPhase(s, MIG_PHASE_HANDOVER);
+    /* One nodes.conf write: the new owner, the import's slots forgotten,
+     * the session remembered. */
+    memcpy(migImportSid, s->sid, sizeof(migImportSid));
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] &= ~s->bitmap[j];
+    clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, server.cluster->myself, s->bitmap);
+    serverLog(LL_NOTICE, "Slot migration: import session %s handed over: %d "
+              "slots are this node's", s->sid, s->nslots);
+    addReply(c, shared.ok);
+    migEndSession(s, MIG_LAST_OK);
+}
+
+/* RDMARESOLVE <session> <slot|start-end>...: what became of an import, for
+ * a donor that sent RDMAHANDOVER and got no reply (or that gives up, and
+ * must be sure its slots stay its own). Replies "owned" (the slots are this
+ * node's, by that session's handover) or "not-owned" (they are not, and
+ * never will be by that session). A running session named here is ended:
+ * it rolls back and its handover, still in flight on the donor's old
+ * connection, would be refused; so the answer cannot change afterwards.
+ * Asked about a session it no longer knows (restarted, or another import
+ * since), this node answers from nodes.conf: the last session handed over,
+ * then whether it owns the slots. */
+void rdmaResolveCommand(client *c) {
+    migSession *s = mig;
+    const char *sid = c->argv[1]->ptr;
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int nslots, mine = 0;
+
+    if (migCheckNode(c) == C_ERR) return;
+    if (!migValidSid(sid)) {
+        addReplyErrorFormat(c, "Invalid session id '%.40s': %d hex digits, as "
+                            "INITRDMASERVER replied", sid, MIG_TOKEN_LEN);
+        return;
+    }
+    if (migParseSlots(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
+    if (s && s->role == MIG_ROLE_RECIPIENT && !strcmp(s->sid, sid)) {
+        if (s->rstate != MIG_R_ROLLING_BACK) {
+            migFail(s, "the donor gave the migration up (RDMARESOLVE)");
+            atomicSet(s->cancel, 1);
+            migInterrupt(s);
+        }
+        addReplyBulkCString(c, "not-owned");
+        return;
+    }
+    if (!strcmp(migLast.import_sid, sid)) {
+        addReplyBulkCString(c, migLast.import_owned ? "owned" : "not-owned");
+        return;
+    }
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(bitmap, slot) && server.cluster->slots[slot] == server.cluster->myself)
+            mine++;
+    if (!strcmp(migImportSid, sid) && mine == nslots) {
+        addReplyBulkCString(c, "owned");
+    } else if (mine == 0) {
+        addReplyBulkCString(c, "not-owned");
+    } else if (mine == nslots) {
+        serverLog(LL_WARNING, "Slot migration: RDMARESOLVE %s: no such import "
+                  "here, but this node owns its %d slots", sid, nslots);
+        addReplyBulkCString(c, "owned");
+    } else {
+        addReplyErrorFormat(c, "this node owns %d of the %d slots given: no "
+                            "import made it so; check the cluster (redis-cli "
+                            "--cluster check)", mine, nslots);
+    }
 }
 
 /* RDMAREPLAY <argc> <arg>... [<argc> <arg>...]: the writes the donor's
@@ -3694,7 +4105,7 @@ void rdmaReplayCommand(client *c) {
         addReplyError(c, "RDMAREPLAY needs at least one command");
         goto err;
     }
-    if (!s->linked_all) {
+    if (s->rstate != MIG_R_READY) {
         addReplyError(c, "RDMAREPLAY before RDMADONE completed");
         goto err;
     }
@@ -3758,6 +4169,9 @@ void migrationReplyUnblocked(client *c) {
 sds migrationGenInfo(sds info) {
     migSession *s = mig;
     migStats t = migLast.tstats;
+    long long refused = migLast.peers_refused, now = 0;
+    if (s) atomicGet(s->peers_refused, now);
+    refused += now;
     if (s) {
         t.wr_posted += s->tstats.wr_posted;
         t.chains_posted += s->tstats.chains_posted;
@@ -3765,6 +4179,7 @@ sds migrationGenInfo(sds info) {
         t.tcp_bytes_sent += s->tstats.tcp_bytes_sent;
     }
     return sdscatprintf(info,
+        "migration_protocol_version:%d\r\n"
         "migration_state:%s\r\n"
         "migration_role:%s\r\n"
         "migration_phase:%s\r\n"
@@ -3793,11 +4208,13 @@ sds migrationGenInfo(sds info) {
         "migration_total_bytes:%lld\r\n"
         "migration_total_writes_replayed:%lld\r\n"
         "migration_thread_priority_raised:%lld\r\n"
+        "migration_data_peers_refused:%lld\r\n"
         "migration_max_bandwidth:%lld\r\n"
         "migration_rdma_wr_posted:%llu\r\n"
         "migration_rdma_chains_posted:%llu\r\n"
         "migration_rdma_bytes_written:%llu\r\n"
         "migration_tcp_bytes_sent:%llu\r\n",
+        MIG_PROTOCOL_VERSION,
         s ? "running" : "idle",
         migRoleName[s ? s->role : MIG_ROLE_NONE],
         migPhaseName[s ? s->phase : MIG_PHASE_IDLE],
@@ -3813,7 +4230,8 @@ sds migrationGenInfo(sds info) {
         migLast.fig.writes_replayed, migLast.fig.throttled_ms, migLast.prepare_frozen_ms,
         migLast.manifests_rebuilt, migLast.manifests_stale,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
-        migLast.total_writes_replayed, migLast.prio_raised, server.migration_max_bandwidth,
+        migLast.total_writes_replayed, migLast.prio_raised, refused,
+        server.migration_max_bandwidth,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
 }

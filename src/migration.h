@@ -18,6 +18,8 @@ void initRdmaServerCommand(struct client *c);
 void rdmaRegisterCommand(struct client *c);
 void rdmaDoneCommand(struct client *c);
 void rdmaReplayCommand(struct client *c);
+void rdmaHandoverCommand(struct client *c);
+void rdmaResolveCommand(struct client *c);
 
 /* blocked.c: a client blocked by a migration command is being unblocked
  * (disconnected, CLIENT UNBLOCK...): forget it, the migration goes on. */

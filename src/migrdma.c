@@ -21,7 +21,7 @@
  *     "token mismatch"), and the listener waits on. Right: move the id to
  *     its own event channel (so the listener and the connection are
  *     independent), build its verbs resources, accept, and wait for
- *     ESTABLISHED for MIG_HANDSHAKE_MS at most: a peer that never completes
+ *     ESTABLISHED for MIG_RDMA_HANDSHAKE_MS at most: a peer that never completes
  *     is dropped and the listener waits on too. Requests are handled one
  *     at a time (those that arrive meanwhile queue on the listener).
  *  4. Recipient: migRegisterRecvBlocks() registers each block with
@@ -690,7 +690,7 @@ static migConn *migRdmaAcceptOne(migListener *l, struct rdma_cm_event *ev,
     param.private_data_len = sizeof(w);
     param.rnr_retry_count = 7;
     /* The peer's part of the handshake is bounded, not our setup above. */
-    int hsMs = ioTimeoutMs < MIG_HANDSHAKE_MS ? ioTimeoutMs : MIG_HANDSHAKE_MS;
+    int hsMs = ioTimeoutMs < MIG_RDMA_HANDSHAKE_MS ? ioTimeoutMs : MIG_RDMA_HANDSHAKE_MS;
     int64_t deadline = migNowMs() + hsMs;
     if (rdma_accept(id, &param)) {
         /* Typically the peer gave up on its request already. */

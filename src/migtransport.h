@@ -114,6 +114,10 @@
  * token: a donor sends its HELLO as soon as it is connected, so a second
  * is plenty, and a stranger that says nothing is dropped after that. */
 #define MIG_HANDSHAKE_MS 1000
+/* RDMA: from rdma_accept() to ESTABLISHED, which sets up queue pairs (slow
+ * on emulated devices such as SoftRoCE in a VM): a longer bound, and only
+ * peers that passed the token check wait that long. */
+#define MIG_RDMA_HANDSHAKE_MS 5000
 /* TCP: handshakes a listener runs at once; listen() backlog (both). */
 #define MIG_PENDING_MAX 16
 #define MIG_LISTEN_BACKLOG 128

@@ -361,7 +361,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set out [lindex [mg_names m:out 1 [mg_slotset 5001]] 0]
         set c [redis $h1 $p1 0 $::tls]
         set failed [catch {
-            $c initrdmaserver 0 5000 transport tcp timeout 10000
+            $c initrdmaserver 0 5000 transport tcp timeout 10000 version 2
             mg_assert_err {not an argument count} {$c rdmareplay 0 set $in v}
             mg_assert_err {not an argument count} {$c rdmareplay 4 set $in v}
             mg_assert_err {not an argument count} {$c rdmareplay x set $in v}

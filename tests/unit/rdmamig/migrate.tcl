@@ -32,7 +32,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     set h2 [srv -2 host]; set p2 [srv -2 port]
 
     test {RDMAMIGRATESLOTS: COMMAND DOCS and COMMAND INFO describe the commands} {
-        foreach cmd {rdmamigrateslots initrdmaserver rdmaregister rdmadone rdmareplay} {
+        foreach cmd {rdmamigrateslots initrdmaserver rdmaregister rdmadone rdmareplay rdmahandover rdmaresolve} {
             set docs [dict get [R 0 command docs $cmd] $cmd]
             assert {[string length [dict get $docs summary]] > 10}
             set info [lindex [R 0 command info $cmd] 0]
@@ -136,7 +136,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {wrong number} {R 1 rdmadone}
         # No session (no INITRDMASERVER on this connection).
         mg_assert_err {initrdmaserver|session|no migration|not importing|importing} \
-            {R 1 rdmaregister 100 1 4096 1 4096 65536 65536}
+            {R 1 rdmaregister 100 1 4096 1 4096 65536 65536 0}
         mg_assert_err {initrdmaserver|session|no migration|not importing|importing} {R 1 rdmadone 100}
         # A replica refuses to open a data listener.
         mg_assert_err {master|replica|slave} {R 2 initrdmaserver 0 transport tcp}
@@ -147,15 +147,18 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set c [redis $h1 $p1 0 $::tls]
         # (The session must end whatever happens: close the connection.)
         set failed [catch {
-            set init [$c initrdmaserver 0 100-200 transport tcp timeout 10000]
+            set init [$c initrdmaserver 0 100-200 transport tcp timeout 10000 version 2]
+            assert_equal 2 [dict get $init version]
+            assert_match {[0-9a-f]*} [dict get $init session]
             assert_equal tcp [dict get $init transport]
             assert {[dict get $init port] > 0}
             assert {[string length [dict get $init token]] > 0}
-            mg_assert_err {not part of this import} {$c rdmaregister 300 1 4096 1 4096 65536 65536}
-            mg_assert_err {not part of this import} {$c rdmaregister 9000 1 4096 1 4096 65536 65536}
-            mg_assert_err {bad address|byte count} {$c rdmaregister 100 1 4096 1 4096 65536 0}
-            mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536 65536}
-            mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536 65536}
+            mg_assert_err {not part of this import} {$c rdmaregister 300 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {not part of this import} {$c rdmaregister 9000 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {bad address|byte count} {$c rdmaregister 100 1 4096 1 4096 65536 0 0}
+            mg_assert_err {checksum} {$c rdmaregister 100 1 4096 1 4096 65536 65536 notasum}
+            mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536 65536 0}
+            mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536 65536 0}
             mg_assert_err {before RDMAREGISTER|not those of this import} {$c rdmadone 9000}
             mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone 16384}
         } err]

@@ -1,0 +1,25 @@
+/* migprotocol.h -- the version of the slot migration protocol, shared by
+ * the server (migration.c) and redis-cli (climigrate.c).
+ *
+ * It covers everything both ends of a migration must agree on: the
+ * commands between donor and recipient, their arguments and replies, the
+ * transport's wire format and the layout of blocks and manifests. The
+ * donor sends it in INITRDMASERVER and the recipient refuses any other;
+ * INFO migration shows it (migration_protocol_version), and redis-cli
+ * moves a pair's slots as blocks only when both nodes speak its own
+ * version, with MIGRATE otherwise (--cluster-transport auto), so a
+ * cluster can be upgraded node by node. Bump it with any change of the
+ * above. Version 1 (0.1.0) was never announced: a node without the INFO
+ * field speaks it.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#ifndef __MIGPROTOCOL_H
+#define __MIGPROTOCOL_H
+
+/* 2: RDMAHANDOVER/RDMARESOLVE name the import session; RDMAREGISTER
+ * carries a checksum per block. */
+#define MIG_PROTOCOL_VERSION 2
+
+#endif
