@@ -5,7 +5,7 @@
  *
  * Moving slots between masters is driven by slot-state changes: MIGRATING
  * on the donor, IMPORTING on the recipient, then NODE <recipient> on both
- * (DESIGN.md section 5, phases 2 and 6). Stock tools send one CLUSTER
+ * (docs/DESIGN.md, "The protocol" and "The handover"). Stock tools send one CLUSTER
  * SETSLOT per slot and per node, and each one costs a round trip, a
  * rewrite of nodes.conf and, on the importing side, an fsync: ~2.7 ms per
  * slot here, about half of a tuned rebalance before any key moves. This

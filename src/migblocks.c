@@ -2,7 +2,7 @@
  *
  * A migration ships a slot as the slot's blocks (slotalloc.c), copied byte
  * for byte into blocks of the recipient that have the same sizes but other
- * addresses (DESIGN.md sections 3 and 5). This file holds the two ends of
+ * addresses (docs/DESIGN.md, "Slot blocks", "Integrity"). This file holds the two ends of
  * that copy that know about Redis objects:
  *
  * Donor, main thread: migBuildManifest(). After slot compaction put every

@@ -1,5 +1,5 @@
 /* Slot migration as memory blocks: RDMAMIGRATESLOTS and the recipient's
- * commands (DESIGN.md section 5).
+ * commands (docs/DESIGN.md, "The protocol").
  *
  * A donor moves a set of hash slots to a recipient as the slots' memory
  * blocks (slotalloc.c), copied by the block transport (migtransport.c: one
@@ -76,9 +76,10 @@
  * The recipient pins the slots it imports too, from INITRDMASERVER to the
  * session's end: nothing moves or drains in blocks being received,
  * patched, or kept for a rollback to free.
- * LRU/LFU bits of an object header may still be updated by reads; the
- * recipient checks every header anyway (reads that would change more, of
- * compressed lists, wait: slotfreeze.c). Once a slot's bytes have left,
+ * Reads of frozen slots leave the keys' access time (LRU/LFU) alone
+ * (slotFreezeKeepsBytes, patch 0032), and reads that would change more, of
+ * compressed lists, wait (slotfreeze.c): the bytes shipped are those the
+ * donor checksummed. Once a slot's bytes have left,
  * its freeze is relaxed (migration-write-replay yes, the default), while
  * the others are still sent, a slot some command waits for first: writes,
  * expiry and eviction of the slot's keys run here again, and every command
@@ -338,6 +339,7 @@ typedef struct migSession {
     char sid[MIG_TOKEN_LEN + 1];
     long long peers_refused;        /* Recipient: strangers its data
                                      * listener dropped (atomic). */
+    long long keep_frozen_ms;       /* Donor: see migDonorKeepFrozenSlice. */
     int resolving;                  /* Donor: the handover's reply was lost;
                                      * asking the recipient (STATUS). */
     /* Recipient. */
@@ -421,10 +423,12 @@ static long long migDelayWatchMs;   /* "watch": the prepare waits, its
                                      * checks those it keeps. */
 
 /* DEBUG MIGRATION-CORRUPT: the recipient's patcher damages the blocks of
- * the nth slot it patches before patching them, to test that bad data
+ * the nth slot it patches before checking them, to test that bad data
  * fails the import, at whatever point of the transfer it is found, and
- * costs nothing. Set on the main thread between migrations, read by the
- * patcher. */
+ * costs nothing: HEADER and MANIFEST as a lying donor would (the checksums
+ * match the damage, the structural checks must find it), RANDOM as the
+ * way would (the checksums must). Set on the main thread between
+ * migrations, read by the patcher. */
 enum { MIG_CORRUPT_NONE, MIG_CORRUPT_HEADER, MIG_CORRUPT_MANIFEST, MIG_CORRUPT_RANDOM };
 static struct {
     int what;
@@ -1151,6 +1155,15 @@ static int migDonorReplayBeginSlice(migSession *s) {
         s->capturing = 0;
     }
     return s->error ? -1 : 0;
+}
+
+/* 6 (main thread): the slots stay frozen for s->keep_frozen_ms more at
+ * least, whatever the migration's deadline: while the handover's outcome
+ * is unknown, a write acknowledged here could be lost (the freeze's own
+ * deadline would otherwise thaw them, slotFreezeCron). */
+static int migDonorKeepFrozenSlice(migSession *s) {
+    slotFreeze(s->bitmap, s->keep_frozen_ms);
+    return 0;
 }
 
 /* 6a (donor thread): the recorded commands, in order, in RDMAREPLAY calls
@@ -2074,6 +2087,9 @@ static int migDonorHandover(migSession *s, redisContext *rc) {
         migFailAborted(s);
         return 0;
     }
+    /* No thaw until the answer, however late it comes. */
+    s->keep_frozen_ms = wait + 5000;
+    migRunOnMain(s, migDonorKeepFrozenSlice);
     /* RDMAHANDOVER counts only on the connection that opened the session:
      * if that one is gone already, no handover can have happened (only
      * the last round trip is left in doubt). */
@@ -2115,7 +2131,9 @@ static int migDonorResolve(migSession *s, char *err) {
     int owned = -1;
 
     atomicSet(s->resolving, 1);
+    s->keep_frozen_ms = 10000;
     while (owned == -1) {
+        migRunOnMain(s, migDonorKeepFrozenSlice);
         if (migRunOnMain(s, migDonorOwnerSlice) == 0) {
             owned = 1;
             break;
@@ -2839,6 +2857,12 @@ static void migDebugCorruptSlot(migSlot *ms) {
             ((unsigned char *)m->local)[x % m->expect] ^= (unsigned char)(1 + (x >> 32) % 255);
         }
     }
+    /* HEADER and MANIFEST play a lying donor, whose checksums match what
+     * it sent: the damage is for the structural checks to find. RANDOM
+     * plays damage on the way, for the checksums. */
+    if (migCorrupt.what != MIG_CORRUPT_RANDOM)
+        for (size_t b = 0; b < ms->nblocks; b++)
+            migBlockImageSum(ms->blocks[b].local, ms->blocks[b].size, &ms->blocks[b].sum);
     serverLog(LL_WARNING, "Slot migration: DEBUG MIGRATION-CORRUPT damaged "
               "slot %d's blocks before patching them", ms->slot);
 }
@@ -3636,6 +3660,7 @@ void initRdmaServerCommand(client *c) {
             return;
         }
     }
+    if (migParseSlots(c, 2, last, bitmap, &nslots) == C_ERR) return;
     /* Both builds must lay out blocks, manifests and messages alike. */
     if (version != MIG_PROTOCOL_VERSION) {
         if (version == 0)
@@ -3650,7 +3675,6 @@ void initRdmaServerCommand(client *c) {
                 vstr, MIG_PROTOCOL_VERSION);
         return;
     }
-    if (migParseSlots(c, 2, last, bitmap, &nslots) == C_ERR) return;
     /* The slots come from one other master (the donor), and nothing of
      * them is here. */
     clusterNode *donor = NULL;
@@ -3763,8 +3787,8 @@ static migSession *migRecipientOf(client *c) {
     return mig;
 }
 
-/* RDMAREGISTER <slot> <nkeys> <manifest-addr> <nblocks> [<donor-addr> <size>]...
- *              [<slot> ...] */
+/* RDMAREGISTER <slot> <nkeys> <manifest-addr> <nblocks>
+ *              [<donor-addr> <size> <bytes> <checksum>]... [<slot> ...] */
 void rdmaRegisterCommand(client *c) {
     migSession *s = migRecipientOf(c);
     if (s == NULL) return;
@@ -4029,18 +4053,21 @@ void rdmaResolveCommand(client *c) {
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
         if (migSlotIsSet(bitmap, slot) && server.cluster->slots[slot] == server.cluster->myself)
             mine++;
-    if (!strcmp(migImportSid, sid) && mine == nslots) {
+    /* The session's handover and its id are saved in one nodes.conf write:
+     * an id not saved is a handover that never happened (the slots may
+     * have moved on since one that did). */
+    if (!strcmp(migImportSid, sid)) {
         addReplyBulkCString(c, "owned");
     } else if (mine == 0) {
         addReplyBulkCString(c, "not-owned");
-    } else if (mine == nslots) {
-        serverLog(LL_WARNING, "Slot migration: RDMARESOLVE %s: no such import "
-                  "here, but this node owns its %d slots", sid, nslots);
-        addReplyBulkCString(c, "owned");
     } else {
-        addReplyErrorFormat(c, "this node owns %d of the %d slots given: no "
-                            "import made it so; check the cluster (redis-cli "
-                            "--cluster check)", mine, nslots);
+        /* Owned, but by no handover of that session: not for this node to
+         * tell; the cluster's view (config epochs) will. */
+        serverLog(LL_WARNING, "Slot migration: RDMARESOLVE %s: no record of "
+                  "that import, yet this node owns %d of its %d slots", sid, mine, nslots);
+        addReplyErrorFormat(c, "no record of import session %s here, yet this "
+                            "node owns %d of its %d slots: resolve it from the "
+                            "cluster's view (redis-cli --cluster check)", sid, mine, nslots);
     }
 }
 

@@ -1,5 +1,6 @@
 /* migration.h -- slot migration as memory blocks: the commands and the
- * hooks upstream files call (src/migration.c; DESIGN.md section 5).
+ * hooks upstream files call (src/migration.c; docs/DESIGN.md, "The
+ * protocol").
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -30,9 +31,10 @@ void migrationReplyUnblocked(struct client *c);
  * deletes itself (with DELs to replicas and AOF). */
 int migrationDeletesSlot(int slot);
 /* cluster.c, nodes.conf, startup and failover: the slots this node's shard
- * handed over ("migration-given-slots" on the vars line), and the stale
- * copies of their keys, deleted when a master starts or a replica takes
- * over. */
+ * handed over ("migration-given-slots" on the vars line), those of an
+ * import not handed over yet ("migration-importing-slots") and the last
+ * import handed over ("migration-import-session"); the stale copies of
+ * their keys are deleted when a master starts or a replica takes over. */
 sds migrationConfigVars(sds ci);
 void migrationSlotLost(int slot);
 int migrationLoadConfigVar(const char *name, const char *value);

@@ -7,7 +7,7 @@
  * blocks). Both implementations sit behind the functions below; a caller
  * never needs to know which one it got, except to report it.
  *
- * Sequence (the Redis protocol around it, DESIGN.md section 5, carries the
+ * Sequence (the Redis protocol around it, docs/DESIGN.md "The protocol", carries the
  * port, the token and the block descriptors between the two nodes):
  *
  *   recipient                                donor

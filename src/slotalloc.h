@@ -3,7 +3,7 @@
  * Memory for the keys of one Redis Cluster hash slot lives in blocks owned
  * by that slot, so a slot can be shipped to another node as a handful of
  * large contiguous regions and adopted there in place. See the comment at
- * the top of slotalloc.c for the design, and DESIGN.md section 3.
+ * the top of slotalloc.c for the design, and docs/DESIGN.md, "Slot blocks".
  *
  * This layer depends on libc and pthreads only. Functions returning int
  * return 0 on success and -1 on error with errno set (C_OK / C_ERR), unless

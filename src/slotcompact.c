@@ -2,7 +2,7 @@
  *
  * In cluster mode with `slot-affinity yes`, the memory of the keys of a hash
  * slot is meant to live in blocks owned by that slot, so that the slot can
- * later be shipped as a few contiguous regions (DESIGN.md section 3). This
+ * later be shipped as a few contiguous regions (docs/DESIGN.md, "Slot blocks"). This
  * file is the glue between the allocator core, which knows nothing of Redis,
  * and the server:
  *

@@ -1,9 +1,11 @@
 /* Frozen slots: the write fence of a slot migration.
  *
  * While a migration copies a slot's blocks, the bytes under transfer must
- * not change, and no acknowledged write may be lost (DESIGN.md section 5).
+ * not change, and no acknowledged write may be lost (docs/DESIGN.md,
+ * "Writes during a migration").
  * This node therefore postpones everything that would change a frozen
- * slot, from the start of the transfer to the handover, and nothing else:
+ * slot, from late in the prepare (once the manifests are built) to the
+ * handover, and nothing else:
  *
  *  - commands: a command that may write (CMD_WRITE or CMD_MAY_REPLICATE,
  *    and EXEC of such commands) with a key in a frozen slot, or with no key
@@ -19,6 +21,8 @@
  *  - expiry: an expired key of a frozen slot is reported missing but not
  *    deleted (expireIfNeeded, active expiry), as during CLIENT PAUSE.
  *  - eviction: keys of frozen slots are skipped (performEvictions).
+ *  - access time: reads of frozen slots' keys leave it alone (lookupKey,
+ *    slotFreezeKeepsBytes): the bytes under transfer are checksummed.
  *
  * A freeze can be relaxed (slotFreezeRelax): then the slots' keys are
  * written, expired and evicted as usual again, and only keyless writes
@@ -40,8 +44,8 @@
  *
  * A freeze has a deadline: if whoever froze the slots does not thaw them in
  * time, serverCron does, so a stuck migration cannot stop writes forever.
- * The time writes were held is reported (INFO migration, later; the
- * migration's write_pause_ms).
+ * The time writes were held is reported (the migration's write_pause_ms,
+ * INFO migration_last_write_pause_ms).
  *
  * DEBUG SLOTFREEZE <ms> <slot|start-end>... and DEBUG SLOTFREEZE OFF drive
  * it from tests.

@@ -132,7 +132,13 @@ def main():
     kinds = ["garbage", "token", "short", "silent"]
     kinds.remove(a.first)
     for kind in [a.first] + kinds:
-        s = first if kind == a.first else socket.create_connection(addr, timeout=2)
+        try:
+            s = first if kind == a.first else socket.create_connection(addr, timeout=2)
+        except ConnectionRefusedError:
+            # The donor is in and the listener closed (it takes one donor):
+            # the others meet no listener at all.
+            print("%s: refused (the listener had closed)" % kind)
+            continue
         if kind == "garbage":
             s.sendall(os.urandom(HELLO_LEN))
         elif kind == "token":

@@ -131,7 +131,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {invalid slot} {R 1 initrdmaserver 0 frobnicate}
         mg_assert_err {at least one slot} {R 1 initrdmaserver 0 transport tcp}
         mg_assert_err {given twice} {R 1 initrdmaserver 0 100-200 150}
-        mg_assert_err {already the owner} {R 1 initrdmaserver 0 9000}
+        mg_assert_err {already the owner} {R 1 initrdmaserver 0 9000 version 2}
         mg_assert_err {wrong number|INITRDMASERVER first} {R 1 rdmaregister}
         mg_assert_err {wrong number} {R 1 rdmadone}
         # No session (no INITRDMASERVER on this connection).
