@@ -357,6 +357,17 @@ void clusterSetSlotsCommand(client *c) {
     zfree(argof);
 }
 
+/* cluster.c, CLUSTER SETSLOT <slot> IMPORTING|STABLE|NODE: refused, with an
+ * error replied, for a slot a block migration is importing here (see
+ * setSlotsCheck). Returns 1 if it replied. */
+int clusterSetSlotImportRefused(client *c, int slot) {
+    if (!migrationImportsSlot(slot)) return 0;
+    addReplyErrorFormat(c, "Hash slot %d is being imported by a block migration: "
+        "it becomes this node's at the migration's handover "
+        "(RDMAMIGRATESLOTS STATUS; CANCEL to stop it)", slot);
+    return 1;
+}
+
 /* The same state change for the slot migration (migration.c), which has
  * checked its preconditions itself: slots is a bitmap of CLUSTER_SLOTS
  * bits. Unlike the command, NODE may give away slots that still hold keys:

@@ -22,5 +22,6 @@ int clusterParseSlotRanges(struct client *c, int first, int last,
                            unsigned char *slots, int *count);
 void clusterSetSlotsApply(int action, struct clusterNode *n,
                           const unsigned char *slots);
+int clusterSetSlotImportRefused(struct client *c, int slot);
 
 #endif

@@ -52,9 +52,17 @@
 #include "lzf.h"
 
 #include <math.h>
-/* Debian's libxxhash-dev, inlined: no library to link at run time. */
-#define XXH_INLINE_ALL
+/* Debian's libxxhash (rdmamig.mk links it). On x86-64 its _dispatch entry
+ * points pick the widest vector unit of the CPU at run time (AVX2: 8-9
+ * GB/s here, against 6 for the SSE2 code a portable build inlines). */
+#define XXH_STATIC_LINKING_ONLY     /* XXH3_state_t on the stack. */
 #include <xxhash.h>
+#if defined(__x86_64__)
+#include <xxh_x86dispatch.h>
+#define migXXH3Update XXH3_64bits_update_dispatch
+#else
+#define migXXH3Update XXH3_64bits_update
+#endif
 
 int lpPairsValidateIntegrityAndDups(unsigned char *lp, size_t size, int deep);
 unsigned int countKeysInSlot(unsigned int hashslot);
@@ -391,7 +399,7 @@ uint64_t migBlockSumRanges(const void *block, const slotAllocRangeInfo *r, size_
     XXH3_INITSTATE(&st);
     XXH3_64bits_reset(&st);
     for (size_t i = 0; i < n; i++)
-        XXH3_64bits_update(&st, (const char *)block + r[i].offset, r[i].len);
+        migXXH3Update(&st, (const char *)block + r[i].offset, r[i].len);
     return XXH3_64bits_digest(&st);
 }
 

@@ -43,3 +43,7 @@ ifeq ($(RDMAMIG_RDMA),yes)
 	FINAL_CFLAGS+=-DUSE_RDMA
 	FINAL_LIBS+=-libverbs -lrdmacm
 endif
+
+# migblocks.o: the blocks' checksums, XXH3 from Debian's libxxhash
+# (libxxhash-dev; utils/install-deps.sh installs it).
+FINAL_LIBS+=-lxxhash

@@ -77,6 +77,20 @@ start_cluster 3 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_back_to_0 $F $owner
     }
 
+    test {Handover: CLUSTER SETSLOT(S) on the recipient cannot take a running import's slots} {
+        set snap [mg_snapshot 0 $fkeys]
+        set rd [mg_start_held $F handover 3000]
+        set me [R 1 cluster myid]
+        mg_assert_err {being imported} {R 1 cluster setslots node $me {*}$F}
+        mg_assert_err {being imported} {R 1 cluster setslot 45 node $me}
+        mg_assert_err {being imported} {R 1 cluster setslot 45 stable}
+        mg_assert_err {being imported} {R 1 cluster setslot 45 importing [R 0 cluster myid]}
+        # The migration itself completes.
+        set owner [mg_handover_outcome $rd $snap $fkeys $F]
+        assert_equal 1 $owner
+        mg_back_to_0 $F $owner
+    }
+
     test {Handover: a recipient that rolled back on its deadline refuses the handover} {
         set snap [mg_snapshot 0 $fkeys]
         # The donor gives the recipient its own remaining time plus 1 s;
@@ -102,12 +116,13 @@ start_cluster 3 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         foreach k $gkeys { R 2 del $k }
     }
 
-    test {RDMARESOLVE: an unknown session is answered from ownership; bad input is refused} {
+    test {RDMARESOLVE: an unknown session is not-owned, or left to the cluster's view; bad input is refused} {
         mg_assert_err {syntax|wrong number} {R 1 rdmaresolve}
         mg_assert_err {session} {R 1 rdmaresolve nosuchsession 0-x}
         # Node 1 owns 5461-10922, not 40-49.
         assert_equal not-owned [R 1 rdmaresolve 0123456789abcdef0123456789abcdef 40-49]
-        assert_equal owned [R 1 rdmaresolve 0123456789abcdef0123456789abcdef 6000-6001]
+        # Slots it owns under no record of that session: not its to tell.
+        mg_assert_err {no record} {R 1 rdmaresolve 0123456789abcdef0123456789abcdef 6000-6001}
         mg_assert_err {no import} {R 1 rdmahandover 0123456789abcdef0123456789abcdef}
     }
 
