@@ -150,7 +150,7 @@
 #endif
 
 /* cluster.c, not in cluster.h. */
-void clusterSaveConfigOrDie(int do_fsync);
+int clusterSaveConfig(int do_fsync);
 
 #define MIG_SLICE_US 500            /* Main thread work per timer call. */
 #define MIG_DEFAULT_TIMEOUT_MS 60000
@@ -1660,9 +1660,9 @@ static void migGiveSlots(const unsigned char *bitmap) {
 static unsigned char migImporting[CLUSTER_SLOTS / 8];
 static char migImportSid[MIG_TOKEN_LEN + 1];
 
-static void migRememberImporting(const unsigned char *bitmap) {
+static int migRememberImporting(const unsigned char *bitmap) {
     for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] |= bitmap[j];
-    clusterSaveConfigOrDie(1);
+    return clusterSaveConfig(1);
 }
 
 /* The import ended (its slots are this node's, or its keys are gone): the
@@ -3946,7 +3946,12 @@ void rdmaDoneCommand(client *c) {
         (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
     /* From here on the adopted keys may reach this node's AOF, an RDB
      * or a replica before the slots are ours: nodes.conf says so first. */
-    migRememberImporting(s->bitmap);
+    if (migRememberImporting(s->bitmap) == -1) {
+        migFail(s, "cannot save nodes.conf (the import's slots must be in it "
+                "before its keys are linked): %s", strerror(errno));
+        addReplyErrorFormat(c, "%s; the import rolls back", s->error);
+        return;
+    }
     s->done_client = c;
     migRecipientTo(s, MIG_R_ADOPTING);
     migSetPhase(s, MIG_PHASE_PATCH);
