@@ -19,83 +19,25 @@ password when set.
       the slots upstream's rebalance takes first from a donor."""
 
 import os
-import socket
 import subprocess
 import sys
 
-
-def crc16(b):
-    crc = 0
-    for c in b:
-        crc ^= c << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else crc << 1
-            crc &= 0xffff
-    return crc
-
-
-def keyslot(key):
-    k = key.encode()
-    s = k.find(b"{")
-    if s >= 0:
-        e = k.find(b"}", s + 1)
-        if e > s + 1:
-            k = k[s + 1:e]
-    return crc16(k) % 16384
+sys.dont_write_bytecode = True  # (no __pycache__ in the source tree)
+from rdmamig_resp import Conn as RespConn, keyslot
 
 
 def value_of(k):
     return "value-%d-" % k + "x" * (k % 200)
 
 
-class Conn:
-    """A minimal RESP2 client: pipelined commands, parsed replies."""
+class Conn(RespConn):
+    """A connection to 127.0.0.1:port (REDISCLI_AUTH as the password)."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", int(port)), timeout=30)
-        self.f = self.sock.makefile("rb")
+        super().__init__("127.0.0.1", port, 30)
         pw = os.environ.get("REDISCLI_AUTH")
         if pw:
             self.call("AUTH", pw)
-
-    def send(self, cmds):
-        out = []
-        for args in cmds:
-            out.append("*%d\r\n" % len(args))
-            for a in args:
-                a = str(a).encode()
-                out.append("$%d\r\n" % len(a))
-                out.append(a.decode("latin-1") + "\r\n")
-        self.sock.sendall("".join(out).encode("latin-1"))
-
-    def reply(self):
-        line = self.f.readline()
-        if not line:
-            raise EOFError("connection closed")
-        t, rest = line[:1], line[1:-2].decode("latin-1")
-        if t == b"+":
-            return rest
-        if t == b"-":
-            return RuntimeError(rest)
-        if t == b":":
-            return int(rest)
-        if t == b"$":
-            n = int(rest)
-            if n < 0:
-                return None
-            data = self.f.read(n + 2)[:-2]
-            return data.decode("latin-1")
-        if t == b"*":
-            n = int(rest)
-            return None if n < 0 else [self.reply() for _ in range(n)]
-        raise RuntimeError("bad reply line %r" % line)
-
-    def call(self, *args):
-        self.send([args])
-        r = self.reply()
-        if isinstance(r, RuntimeError):
-            raise r
-        return r
 
 
 def masters(port):

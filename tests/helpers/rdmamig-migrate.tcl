@@ -563,8 +563,9 @@ proc mg_fill {n prefix count slotset} {
     return $keys
 }
 
-# Big keys (100k elements, and a 2 MB string) on node n in the slot set.
-proc mg_fill_big {n prefix slotset} {
+# Big keys (100k elements, or 'elements', and a 2 MB string) on node n in
+# the slot set.
+proc mg_fill_big {n prefix slotset {elements 100000}} {
     set script {
         local t = ARGV[1]
         for i = 1, tonumber(ARGV[2]) do
@@ -578,7 +579,7 @@ proc mg_fill_big {n prefix slotset} {
     }
     set keys {}
     foreach t {hash set zset list stream} k [mg_names "$prefix:big" 5 $slotset] {
-        R $n eval $script 1 $k $t 100000
+        R $n eval $script 1 $k $t $elements
         lappend keys $k
     }
     set stream [lindex $keys end]
