@@ -3348,6 +3348,15 @@ static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
     migPriorityWatch(s);
     if (s->role == MIG_ROLE_DONOR) {
         int done;
+        /* A recipient that stopped reading leaves the donor thread in a
+         * write that waits for the connection's I/O timeout, set at
+         * connect: at the deadline, end it here, so that the slots not
+         * sent yet do not stay frozen past the TIMEOUT. */
+        if (s->phase == MIG_PHASE_TRANSFER && mstime() >= s->deadline_ms) {
+            pthread_mutex_lock(&s->lock);
+            if (s->data_fd != -1) shutdown(s->data_fd, SHUT_RDWR);
+            pthread_mutex_unlock(&s->lock);
+        }
         migDonorRelaxSent(s);
         busy = migRunJobSlice(s);
         atomicGet(s->thread_done, done);

@@ -249,6 +249,13 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
               recipient's last status $rstatus"
         assert_equal $want $owner "the slots' owner"
         if {$replied} { assert_equal [expr {!$owner}] $failed "the migration failed: $failed ($reply)" }
+        # A donor whose recipient stopped fails within its TIMEOUT, even
+        # in a write the recipient no longer reads (the slots not sent yet
+        # stay frozen until then). (Its reply comes up to 2 s later: it
+        # tries to end the stopped recipient's session first.)
+        if {$fault eq {stop} && $node == 1 && [regexp {timed out after ([0-9]+) ms} $reply -> ms]} {
+            if {$ms > $timeout + 1500} { fail "the donor failed after $ms ms, TIMEOUT $timeout" }
+        }
         if {!($fault eq {kill} && $node == 1)} {
             # (A restarted recipient knows no last status.)
             if {($rstatus eq {ok}) != $owner} { fail "the recipient's last status: $rstatus" }
