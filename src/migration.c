@@ -340,6 +340,8 @@ typedef struct migSession {
     long long peers_refused;        /* Recipient: strangers its data
                                      * listener dropped (atomic). */
     long long keep_frozen_ms;       /* Donor: see migDonorKeepFrozenSlice. */
+    int handover_begun;             /* Donor: RDMAHANDOVER may be on its way:
+                                     * CANCEL is refused (under s->lock). */
     int resolving;                  /* Donor: the handover's reply was lost;
                                      * asking the recipient (STATUS). */
     /* Recipient. */
@@ -2083,7 +2085,16 @@ static int migDonorHandover(migSession *s, redisContext *rc) {
     struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
     redisReply *r;
 
-    if (migAborting(s)) {
+    /* From here a CANCEL is refused: one accepted now could not stop a
+     * handover already under way, and its +OK would be untrue. Decided
+     * under the lock CANCEL takes: either it came first, or it is
+     * refused. */
+    pthread_mutex_lock(&s->lock);
+    int cancel;
+    atomicGet(s->cancel, cancel);
+    if (!cancel) s->handover_begun = 1;
+    pthread_mutex_unlock(&s->lock);
+    if (cancel || migAborting(s)) {
         migFailAborted(s);
         return 0;
     }
@@ -3474,8 +3485,16 @@ static void migCancelCommand(client *c) {
                          "RDMAMIGRATESLOTS STATUS)");
         return;
     }
+    pthread_mutex_lock(&s->lock);
+    int begun = s->handover_begun;
+    if (!begun) atomicSet(s->cancel, 1);
+    pthread_mutex_unlock(&s->lock);
+    if (begun) {
+        addReplyError(c, "the handover has begun (RDMAHANDOVER sent to the "
+                         "recipient): the migration can no longer be cancelled");
+        return;
+    }
     s->cancelled = 1;
-    atomicSet(s->cancel, 1);
     migInterrupt(s);
     serverLog(LL_WARNING, "Slot migration (%s): CANCEL asked", migRoleName[s->role]);
     addReply(c, shared.ok);
