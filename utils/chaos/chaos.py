@@ -736,7 +736,8 @@ def classify(err):
     phase, why = m.group(1), m.group(2).lower()
     for cause, pat in [("cancelled", r"cancel"), ("timeout", r"timed? ?out|deadline"),
                        ("connection", r"connection|closed|reset|eof|broken pipe|i/o"),
-                       ("refused", r"refus|already|not allowed")]:
+                       ("refused", r"refus|already|not allowed"),
+                       ("resolved-not-owned", r"does not own")]:
         if re.search(pat, why):
             return "%s@%s" % (cause, phase)
     return "other@%s: %s" % (phase, re.sub(r"[0-9]+", "N", why)[:60])
@@ -1447,6 +1448,12 @@ def main():
     where = v.scan_all(omap)
     v.check_fill(where, snap)
     v.check_writes(where, writers)
+    log("chaos: checked %d keys on the nodes: %d fill keys, %d SETs, %d counters, %d "
+        "collections (%d members), %d deleted keys" % (
+            len(where), len(snap), sum(len(w.sets) for w in writers), NCOUNTERS,
+            sum(len(w.coll) for w in writers),
+            sum(len(ops) for w in writers for ops in w.coll.values()),
+            sum(len(w.dels) for w in writers)))
     v.check_blocks()
     v.check_logs()
 
