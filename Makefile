@@ -10,6 +10,9 @@
 #   make test            install test deps, build, run upstream's suites + ours
 #   make test-rdma       run the RDMA tests inside a SoftRoCE VM (utils/rxe-vm)
 #   make demo            3 -> 4 node loopback cluster rebalance, explained
+#   make chaos           seeded chaos run of slot migrations under faults and
+#                        writes, then a full check (utils/chaos; not in test/CI;
+#                        CHAOS_SECONDS=300, CHAOS_SEED=<n>, CHAOS_PORT=31000)
 #   make check-skips     show the excluded upstream tests fail without our patches
 #   make patch-tree      patched upstream as a git checkout, one commit per patch
 #   make patch-export    write that checkout's commits back to patches/
@@ -32,7 +35,7 @@ OUR_PATCHES := $(wildcard patches/*.patch)
 export BUILD_RDMA
 
 .PHONY: all build fetch tree test test-rdma demo install clean distclean \
-	patch-tree patch-export deps update-upstream check-skips
+	patch-tree patch-export deps update-upstream check-skips chaos
 
 all: build
 
@@ -112,6 +115,16 @@ demo:
 	@utils/install-deps.sh test
 	@$(MAKE) --no-print-directory build
 	@utils/demo/demo.sh
+
+# A chaos run of our own (utils/chaos/README.md): 4 masters on 127.0.0.1,
+# slots moved under kills, stops and cancels while clients write, then every
+# key and acknowledged write checked. Not part of `make test` or CI.
+CHAOS_SECONDS ?= 300
+CHAOS_SEED ?=
+chaos:
+	@utils/install-deps.sh build
+	@$(MAKE) --no-print-directory build
+	@CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) python3 utils/chaos/chaos.py
 
 patch-tree: $(CACHE)/source.env
 	@if [ -d $(PATCHTREE) ] && [ -n "$$(git -C $(PATCHTREE) status --porcelain --untracked-files=no 2>/dev/null)$$(git -C $(PATCHTREE) log --oneline ORIG_PATCHES..HEAD 2>/dev/null)" ]; then \
