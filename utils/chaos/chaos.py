@@ -1026,9 +1026,11 @@ class Chaos:
         where = ("recipient" if owners == {rcpt.port} else "donor" if owners == {donor.port}
                  else "split:" + ",".join(str(x) for x in owners))
         if what == "ok" and struck == "cancel OK":
-            # Accepted while the handover was in flight, which then
-            # completed (its reply lost to the CANCEL, RDMARESOLVE: owned).
+            # A CANCEL answered +OK promises a rollback (it is refused once
+            # the donor has begun its handover).
             self.st.cancel_ok_completed += 1
+            self.viol.append("iteration %d: CANCEL answered +OK, yet the migration of "
+                             "slots %d-%d succeeded" % (i, lo, hi))
         if what == "ok":
             self.st.succeeded += 1
             out = "ok (%s keys, %s bytes)" % (s(detail.get("keys")), s(detail.get("bytes")))
