@@ -1,0 +1,435 @@
+/* migtransport-fuzz.c -- libFuzzer target: the recipient end of the TCP
+ * block transport (src/migtransport.c) fed whatever a donor may send.
+ *
+ * One input is one connection: a few bytes configure the recipient (how
+ * many blocks it registers and their sizes, whether it watches them with
+ * migWatchBlocks and which "block done" callback fails, how the peer's
+ * bytes are cut into reads), and the rest is the byte stream the donor
+ * sends, written as ops so that a small input can carry a long payload:
+ *
+ *   byte 0     flags: bit 0 watch the blocks; bit 1 the peer goes silent
+ *              after its last byte instead of closing; bits 2-3 faults
+ *              (fakeio.h: 0 whole reads, 1 short ones, 2 also EAGAIN and
+ *              EINTR); bit 4 every send fails (EPIPE); bit 5 big blocks
+ *              (block 0 up to 1 MB, read straight into by long payloads,
+ *              the others up to 64 KB; without it blocks have at most
+ *              4 KB, which keeps runs fast)
+ *   byte 1     seed of the read cutting
+ *   byte 2     blocks - 1 (low 3 bits: 1..8 blocks)
+ *   byte 3     which call of the done callback fails (0: none)
+ *   per block  u16 length - 1 (modulo 4096 unless big; times 16 for a
+ *              big block 0), u16 bytes the block is to receive (scaled
+ *              the same way, modulo length + 1), little endian
+ *   then ops   op % 4 == 0: raw bytes (u16 count, the bytes)
+ *              op % 4 == 1: a run (u16 count, u8 value)
+ *              op % 4 == 2: a record header (u8 type, u8 block, u24
+ *                           offset, u24 length; migEncodeRecord)
+ *              op % 4 == 3: a HELLO with the right token
+ *
+ * The input goes through the real code, from migAccept() (the HELLO and
+ * the token check, through a fake listener) to migRegisterRecvBlocks(),
+ * migWatchBlocks() and migWaitTransfer(), on fake sockets (fakeio.h says
+ * why), then migClose(). Besides the sanitizers, an oracle written from
+ * the protocol's description (migtransport.h, the top of migtransport.c),
+ * not from the code, predicts what must happen and the run aborts when
+ * anything differs:
+ *   - whether the connection is accepted, and what the recipient answers
+ *     (WELCOME OK / BAD_TOKEN, then VERDICT OK, or BAD_SUMMARY for a lying
+ *     donor, or nothing when the stream breaks off or is not ours);
+ *   - every byte of every block: exactly the payloads of the records that
+ *     were accepted, in order, nothing else (guard zones around each block
+ *     catch writes just outside; ASan the rest);
+ *   - the done callbacks, block by block, and that a block reported done
+ *     is never written again;
+ *   - after a success, the per-block byte counts (migRecvBlockBytes).
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#define MIGTRANSPORT_INTERNAL
+#include "migtransport.h"
+#include "fakeio.h"
+
+#include <inttypes.h>
+#include <sanitizer/asan_interface.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FUZZ_TOKEN "5f0e7a3c9b1d2e4f6a8c0b2d4e6f8a1c"
+#define FUZZ_MAX_BLOCKS 8
+#define FUZZ_GUARD 64
+#define FUZZ_MAX_STREAM (1280u << 10)
+/* Largest block: block 0 can be 16 times bigger (flags bit 5). */
+#define fzBlockCap(i) ((i) == 0 ? 16 * 65536 : 65536)
+
+/* Outcomes the oracle predicts. */
+enum {
+    FZ_NOCONN,      /* migAccept refuses the peer */
+    FZ_OK,          /* transfer accepted, VERDICT OK */
+    FZ_LIE,         /* refused, VERDICT BAD_SUMMARY */
+    FZ_SHORT,       /* the stream ends (or goes silent) too early */
+    FZ_GARBAGE,     /* not a migration record */
+    FZ_CBFAIL,      /* the done callback said stop */
+};
+static const char *fzOutcomeName[] = {"no connection", "ok", "lie", "short",
+                                      "garbage", "callback failed"};
+
+typedef struct fzCase {
+    int watch, silent, faults, epipe, cbfail;
+    uint64_t seed;
+    uint32_t nblocks;
+    uint64_t len[FUZZ_MAX_BLOCKS], expect[FUZZ_MAX_BLOCKS];
+    unsigned char *stream;
+    size_t streamlen;
+} fzCase;
+
+/* Reads little endian fields from the input; zeros past its end. */
+typedef struct fzReader {
+    const uint8_t *p;
+    size_t n, pos;
+} fzReader;
+
+static uint64_t fzTake(fzReader *r, int bytes) {
+    uint64_t v = 0;
+    for (int i = 0; i < bytes; i++, r->pos++)
+        if (r->pos < r->n) v |= (uint64_t)r->p[r->pos] << (8 * i);
+    return v;
+}
+
+static void fzEmit(fzCase *fc, const void *p, size_t n) {
+    if (n > FUZZ_MAX_STREAM - fc->streamlen) n = FUZZ_MAX_STREAM - fc->streamlen;
+    memcpy(fc->stream + fc->streamlen, p, n);
+    fc->streamlen += n;
+}
+
+/* Input bytes -> the recipient's setup and the donor's stream. */
+static void fzParse(const uint8_t *data, size_t size, fzCase *fc) {
+    fzReader r = {data, size, 0};
+    uint64_t flags = fzTake(&r, 1);
+
+    fc->watch = flags & 1;
+    fc->silent = (flags >> 1) & 1;
+    fc->faults = (flags >> 2) & 3;
+    if (fc->faults > FAKEIO_RETRY) fc->faults = FAKEIO_RETRY;
+    fc->epipe = (flags >> 4) & 1;
+    fc->seed = fzTake(&r, 1);
+    fc->nblocks = 1 + (fzTake(&r, 1) & 7);
+    fc->cbfail = (int)fzTake(&r, 1);
+    for (uint32_t i = 0; i < fc->nblocks; i++) {
+        uint64_t scale = i == 0 && (flags & 32) ? 16 : 1, len = fzTake(&r, 2);
+        fc->len[i] = (1 + (flags & 32 ? len : len % 4096)) * scale;
+        fc->expect[i] = (fzTake(&r, 2) * scale) % (fc->len[i] + 1);
+    }
+    fc->streamlen = 0;
+    while (r.pos < r.n && fc->streamlen < FUZZ_MAX_STREAM) {
+        uint64_t op = fzTake(&r, 1) & 3;
+        if (op == 0) {
+            size_t n = (size_t)fzTake(&r, 2), avail = r.pos < r.n ? r.n - r.pos : 0;
+            if (n > avail) n = avail;
+            fzEmit(fc, r.p + r.pos, n);
+            r.pos += n;
+        } else if (op == 1) {
+            size_t n = (size_t)fzTake(&r, 2);
+            int v = (int)fzTake(&r, 1);
+            if (n > FUZZ_MAX_STREAM - fc->streamlen) n = FUZZ_MAX_STREAM - fc->streamlen;
+            memset(fc->stream + fc->streamlen, v, n);
+            fc->streamlen += n;
+        } else if (op == 2) {
+            migWireRecord w;
+            uint16_t type = (uint16_t)fzTake(&r, 1);
+            uint32_t block = (uint32_t)fzTake(&r, 1);
+            uint64_t off = fzTake(&r, 3), len = fzTake(&r, 3);
+            migEncodeRecord(&w, type, block, 0, off, len, 0);
+            fzEmit(fc, &w, sizeof(w));
+        } else {
+            migWireHello w;
+            migEncodeHello(&w, MIG_MSG_HELLO, (uint32_t)fzTake(&r, 1),
+                           (const uint8_t *)FUZZ_TOKEN);
+            fzEmit(fc, &w, sizeof(w));
+        }
+    }
+}
+
+/* ------------------------------- Oracle ---------------------------------- */
+
+static uint32_t fzBe32(const unsigned char *p) {
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static uint16_t fzBe16(const unsigned char *p) {
+    return (uint16_t)(p[0] << 8 | p[1]);
+}
+
+static uint64_t fzBe64(const unsigned char *p) {
+    return (uint64_t)fzBe32(p) << 32 | fzBe32(p + 4);
+}
+
+/* The extent digest as the wire format defines it (migtransport.h: FNV-1a
+ * over big endian block, offset, length), computed here independently. */
+static uint64_t fzDigest(uint64_t h, uint32_t block, uint64_t off, uint64_t len) {
+    unsigned char b[20];
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(block >> (24 - 8 * i));
+    for (int i = 0; i < 8; i++) {
+        b[4 + i] = (unsigned char)(off >> (56 - 8 * i));
+        b[12 + i] = (unsigned char)(len >> (56 - 8 * i));
+    }
+    for (int i = 0; i < 20; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+    return h;
+}
+
+typedef struct fzModel {
+    int outcome;
+    int bad_token;              /* NOCONN: a HELLO with a wrong token */
+    uint64_t counts[FUZZ_MAX_BLOCKS], segments;
+    uint32_t done[FUZZ_MAX_BLOCKS * 2];   /* blocks reported, in order */
+    int ndone;
+} fzModel;
+
+/* What a correct recipient does with the bytes it was given; shadow[i]
+ * (the block's initial content) gets what block i must hold. */
+static void fzPredict(const fzCase *fc, const unsigned char *s, size_t n,
+                      unsigned char **shadow, fzModel *m) {
+    size_t pos = 48;
+    uint64_t digest = 0xcbf29ce484222325ULL;
+
+    memset(m, 0, sizeof(*m));
+    m->outcome = FZ_NOCONN;
+    if (n < 48 || fzBe32(s) != MIG_WIRE_MAGIC || fzBe16(s + 4) != MIG_WIRE_VERSION ||
+        fzBe16(s + 6) != MIG_MSG_HELLO) return;
+    if (memcmp(s + 16, FUZZ_TOKEN, MIG_TOKEN_LEN) != 0) {
+        m->bad_token = 1;
+        return;
+    }
+    if (fc->epipe) return;      /* WELCOME cannot be sent */
+    for (;;) {
+        if (n - pos < 40) {
+            m->outcome = FZ_SHORT;
+            return;
+        }
+        const unsigned char *h = s + pos;
+        uint16_t type = fzBe16(h + 6);
+        uint32_t block = fzBe32(h + 8);
+        uint64_t off = fzBe64(h + 16), len = fzBe64(h + 24);
+        pos += 40;
+        if (fzBe32(h) != MIG_WIRE_MAGIC || fzBe16(h + 4) != MIG_WIRE_VERSION ||
+            (type != MIG_MSG_DATA && type != MIG_MSG_DONE)) {
+            m->outcome = FZ_GARBAGE;
+            return;
+        }
+        if (type == MIG_MSG_DONE) {
+            /* The summary must say exactly what was received. */
+            uint64_t total = 0;
+            int same = block <= fc->nblocks && off == m->segments &&
+                       fzBe64(h + 32) == digest;
+            if (block > fc->nblocks) {
+                m->outcome = FZ_LIE;
+                return;
+            }
+            if (n - pos < (size_t)block * 8) {
+                m->outcome = FZ_SHORT;
+                return;
+            }
+            for (uint32_t i = 0; i < fc->nblocks; i++) {
+                uint64_t theirs = i < block ? fzBe64(s + pos + 8 * i) : 0;
+                if (theirs != m->counts[i]) same = 0;
+                total += m->counts[i];
+            }
+            m->outcome = same && total == len ? FZ_OK : FZ_LIE;
+            return;
+        }
+        if (block >= fc->nblocks || off > fc->len[block] || len > fc->len[block] - off ||
+            (fc->watch && m->counts[block] + len > fc->expect[block])) {
+            m->outcome = FZ_LIE;
+            return;
+        }
+        m->counts[block] += len;
+        m->segments++;
+        digest = fzDigest(digest, block, off, len);
+        size_t avail = len < n - pos ? (size_t)len : n - pos;
+        memcpy(shadow[block] + off, s + pos, avail);
+        pos += avail;
+        if (avail < len) {
+            m->outcome = FZ_SHORT;
+            return;
+        }
+        if (fc->watch && len && m->counts[block] == fc->expect[block]) {
+            m->done[m->ndone++] = block;
+            if (m->ndone == fc->cbfail) {
+                m->outcome = FZ_CBFAIL;
+                return;
+            }
+        }
+    }
+}
+
+/* ------------------------------ The run ---------------------------------- */
+
+static struct {
+    migListener *listener;
+    unsigned char *stream;
+    unsigned char *mem[FUZZ_MAX_BLOCKS], *shadow[FUZZ_MAX_BLOCKS], *snap[FUZZ_MAX_BLOCKS];
+    uint32_t done[FUZZ_MAX_BLOCKS * 2];
+    int ndone, cbfail;
+    const fzCase *fc;
+    int verbose;                /* FUZZ_VERBOSE set: say what each run did */
+} fz;
+
+#define fzBlock(i) (fz.mem[i] + FUZZ_GUARD)
+
+static void fzFail(const fzCase *fc, const fzModel *m, int rc, const char *err,
+                   const char *what) {
+    fprintf(stderr, "migtransport-fuzz: %s\n  blocks %" PRIu32 " watch %d silent %d "
+            "faults %d epipe %d cbfail %d stream %zu bytes (read %zu)\n"
+            "  predicted: %s; got rc %d, err '%s', %zu bytes sent back\n",
+            what, fc->nblocks, fc->watch, fc->silent, fc->faults, fc->epipe,
+            fc->cbfail, fc->streamlen, fakeio.inpos, fzOutcomeName[m->outcome],
+            rc, err, fakeio.outlen);
+    abort();
+}
+
+/* migWatchBlocks' callback: record the block, keep a copy of it (it must
+ * never change again), fail on the configured call. */
+static int fzBlockDone(void *ctx, uint32_t block, char *err) {
+    (void)ctx;
+    if (block >= fz.fc->nblocks || fz.ndone == FUZZ_MAX_BLOCKS * 2) {
+        fprintf(stderr, "migtransport-fuzz: done callback for block %" PRIu32
+                " (call %d)\n", block, fz.ndone + 1);
+        abort();
+    }
+    fz.done[fz.ndone++] = block;
+    memcpy(fz.snap[block], fzBlock(block), fz.fc->len[block]);
+    if (fz.ndone == fz.cbfail) {
+        snprintf(err, MIG_ERR_LEN, "fuzz: the callback refuses block %" PRIu32, block);
+        return -1;
+    }
+    return 0;
+}
+
+/* A WELCOME / VERDICT the recipient sent, at out[*pos]: its type and
+ * status, or -1 if there is not one. */
+static int fzAnswer(size_t *pos, uint16_t type, uint32_t *status) {
+    const unsigned char *o = fakeio.out + *pos;
+    size_t left = fakeio.outlen - *pos, len = type == MIG_MSG_WELCOME ? 48 : 40;
+
+    if (left < len || fzBe32(o) != MIG_WIRE_MAGIC || fzBe16(o + 4) != MIG_WIRE_VERSION ||
+        fzBe16(o + 6) != type) return -1;
+    if (type == MIG_MSG_WELCOME) {
+        *status = fzBe32(o + 8);
+    } else {
+        *status = fzBe32(o + 12);
+        uint64_t text = fzBe64(o + 24);
+        if (text > 200 || text > left - len) return -1;
+        len += (size_t)text;
+    }
+    *pos += len;
+    return 0;
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    /* A listener as migListen() makes one, on the fake socket. */
+    fz.listener = calloc(1, sizeof(*fz.listener));
+    fz.listener->kind = MIG_KIND_TCP;
+    fz.listener->fd = FAKEIO_LISTEN_FD;
+    memcpy(fz.listener->token, FUZZ_TOKEN, MIG_TOKEN_LEN);
+    fz.stream = malloc(FUZZ_MAX_STREAM);
+    fz.verbose = getenv("FUZZ_VERBOSE") != NULL;
+    for (int i = 0; i < FUZZ_MAX_BLOCKS; i++) {
+        fz.mem[i] = malloc(fzBlockCap(i) + 2 * FUZZ_GUARD);
+        fz.shadow[i] = malloc(fzBlockCap(i));
+        fz.snap[i] = malloc(fzBlockCap(i));
+        ASAN_POISON_MEMORY_REGION(fz.mem[i], fzBlockCap(i) + 2 * FUZZ_GUARD);
+    }
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    fzCase fc = {.stream = fz.stream};
+    fzModel m;
+    char err[MIG_ERR_LEN] = "";
+    void *addrs[FUZZ_MAX_BLOCKS];
+    migBlockDesc desc[FUZZ_MAX_BLOCKS];
+    int rc = -2;
+
+    fzParse(data, size, &fc);
+    fakeIoReset(fc.stream, fc.streamlen, fc.silent, fc.faults, fc.seed);
+    fakeio.epipe = fc.epipe;
+    fz.fc = &fc;
+    fz.ndone = 0;
+    fz.cbfail = fc.cbfail;
+    /* The block buffers are allocated once (fresh memory every run costs
+     * more page faults than the run itself) and stay poisoned for ASan
+     * but for this run's blocks and their guards. */
+    for (uint32_t i = 0; i < fc.nblocks; i++) {
+        ASAN_UNPOISON_MEMORY_REGION(fz.mem[i], FUZZ_GUARD * 2 + fc.len[i]);
+        memset(fz.mem[i], 0xee, FUZZ_GUARD * 2 + fc.len[i]);
+        memset(fzBlock(i), 0xb0 + (int)i, fc.len[i]);
+        memset(fz.shadow[i], 0xb0 + (int)i, fc.len[i]);
+        addrs[i] = fzBlock(i);
+    }
+
+    fz.listener->accepted = 0;
+    migConn *c = migAccept(fz.listener, 1000, 10000, err);
+    fzPredict(&fc, fc.stream, fc.streamlen, fz.shadow, &m);
+
+    size_t opos = 0;
+    uint32_t status;
+    if (c == NULL) {
+        if (m.outcome != FZ_NOCONN) fzFail(&fc, &m, rc, err, "migAccept refused the donor");
+        if (m.bad_token && !fc.epipe &&
+            (fzAnswer(&opos, MIG_MSG_WELCOME, &status) || status != MIG_STATUS_BAD_TOKEN))
+            fzFail(&fc, &m, rc, err, "a wrong token was not answered BAD_TOKEN");
+        if (opos != fakeio.outlen) fzFail(&fc, &m, rc, err, "unexpected bytes sent");
+    } else {
+        if (m.outcome == FZ_NOCONN) fzFail(&fc, &m, rc, err, "migAccept took a bad HELLO");
+        if (fzAnswer(&opos, MIG_MSG_WELCOME, &status) || status != MIG_STATUS_OK)
+            fzFail(&fc, &m, rc, err, "no WELCOME OK");
+        uint64_t lens[FUZZ_MAX_BLOCKS];
+        for (uint32_t i = 0; i < fc.nblocks; i++) lens[i] = fc.len[i];
+        if (migRegisterRecvBlocks(c, addrs, lens, fc.nblocks, desc, err) ||
+            (fc.watch && migWatchBlocks(c, fc.expect, fzBlockDone, NULL, err)))
+            fzFail(&fc, &m, rc, err, "registration failed");
+        rc = migWaitTransfer(c, 10000, err);
+        if ((rc == 0) != (m.outcome == FZ_OK))
+            fzFail(&fc, &m, rc, err, "migWaitTransfer's result is wrong");
+        if (m.outcome == FZ_OK || m.outcome == FZ_LIE) {
+            if (fzAnswer(&opos, MIG_MSG_VERDICT, &status) ||
+                status != (m.outcome == FZ_OK ? MIG_STATUS_OK : MIG_STATUS_BAD_SUMMARY))
+                fzFail(&fc, &m, rc, err, "wrong or missing VERDICT");
+        }
+        if (opos != fakeio.outlen) fzFail(&fc, &m, rc, err, "unexpected bytes sent");
+        if (rc == 0) {
+            for (uint32_t i = 0; i < fc.nblocks; i++)
+                if (migRecvBlockBytes(c, i) != m.counts[i])
+                    fzFail(&fc, &m, rc, err, "migRecvBlockBytes differs");
+        }
+        migClose(c);
+    }
+
+    if (fz.verbose)
+        fprintf(stderr, "migtransport-fuzz: %s; rc %d%s%s; %d blocks reported done; "
+                "%" PRIu64 " reads (%" PRIu64 " short, %" PRIu64 " EAGAIN, %" PRIu64
+                " EINTR)\n", fzOutcomeName[m.outcome], rc, *err ? ": " : "", err,
+                fz.ndone, fakeio.reads, fakeio.short_reads, fakeio.eagains, fakeio.eintrs);
+    /* The blocks: what the accepted records carried, nothing else; the
+     * guards untouched; done blocks as they were when reported. */
+    if (fz.ndone != m.ndone || memcmp(fz.done, m.done, sizeof(m.done[0]) * (size_t)m.ndone))
+        fzFail(&fc, &m, rc, err, "done callbacks differ from the prediction");
+    for (uint32_t i = 0; i < fc.nblocks; i++) {
+        unsigned char *g = fz.mem[i], *e = fzBlock(i) + fc.len[i];
+        for (int k = 0; k < FUZZ_GUARD; k++)
+            if (g[k] != 0xee || e[k] != 0xee) fzFail(&fc, &m, rc, err, "guard zone written");
+        if (memcmp(fzBlock(i), fz.shadow[i], fc.len[i]))
+            fzFail(&fc, &m, rc, err, "block content differs from the prediction");
+    }
+    for (int k = 0; k < fz.ndone; k++) {
+        uint32_t b = fz.done[k];
+        if (memcmp(fzBlock(b), fz.snap[b], fc.len[b]))
+            fzFail(&fc, &m, rc, err, "a block changed after it was reported done");
+    }
+    for (uint32_t i = 0; i < fc.nblocks; i++)
+        ASAN_POISON_MEMORY_REGION(fz.mem[i], FUZZ_GUARD * 2 + fc.len[i]);
+    return 0;
+}
