@@ -8,10 +8,12 @@
 #                       from real bytes (the *-seeds programs)
 #
 # Targets are built with clang, libFuzzer, ASan and UBSan (every UBSan
-# finding aborts), from our sources only: they need none of the upstream
-# tree, only clang and its runtime (utils/install-deps.sh fuzz).
+# finding aborts; utils/install-deps.sh fuzz). migtransport and slotalloc
+# are built from our sources alone; migpatch links the objects of a second
+# build of the patched tree with the same sanitizers (build/fuzz/redis,
+# tests/fuzz/build-tree.sh: a few minutes the first time).
 
-FUZZ_TARGETS ?= migtransport slotalloc
+FUZZ_TARGETS ?= migtransport slotalloc migpatch
 FUZZ_SECONDS ?= 60
 FUZZ_CC ?= clang
 FUZZ_DIR := build/fuzz
@@ -28,11 +30,10 @@ fuzz:
 
 fuzz-build: $(foreach t,$(FUZZ_TARGETS),$(FUZZ_DIR)/$(t)-fuzz)
 
-fuzz-seeds: $(FUZZ_DIR)/migtransport-seeds $(FUZZ_DIR)/slotalloc-seeds
-	rm -f tests/fuzz/corpus/migtransport/* tests/fuzz/corpus/slotalloc/*
-	mkdir -p tests/fuzz/corpus/migtransport tests/fuzz/corpus/slotalloc
-	$(FUZZ_DIR)/migtransport-seeds tests/fuzz/corpus/migtransport
-	$(FUZZ_DIR)/slotalloc-seeds tests/fuzz/corpus/slotalloc
+fuzz-seeds: $(foreach t,migtransport slotalloc migpatch,$(FUZZ_DIR)/$(t)-seeds)
+	for t in migtransport slotalloc migpatch; do \
+		rm -rf tests/fuzz/corpus/$$t && mkdir -p tests/fuzz/corpus/$$t && \
+		$(FUZZ_DIR)/$$t-seeds tests/fuzz/corpus/$$t || exit 1; done
 
 # migtransport: src/migtransport.c with its socket calls turned into the
 # scripted peer of fakeio.h (-include + FAKEIO_SEAM; the file is unchanged).
@@ -61,3 +62,23 @@ $(FUZZ_DIR)/slotalloc-fuzz: tests/fuzz/slotalloc-fuzz.c src/slotalloc.c src/slot
 $(FUZZ_DIR)/slotalloc-seeds: tests/fuzz/slotalloc-seeds.c src/slotalloc.c src/slotalloc.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ tests/fuzz/slotalloc-seeds.c src/slotalloc.c
+
+# migpatch: src/migblocks.c and everything under it, in the objects of
+# build/fuzz/redis (build-tree.sh runs its make every time: it rebuilds
+# what changed, and then the harness is relinked).
+MIGPATCH_SRC := tests/fuzz/migpatch-env.c tests/fuzz/migpatch-env.h
+MIGPATCH_CFLAGS := $(FUZZ_CFLAGS) -Wno-missing-field-initializers -I$(FUZZ_DIR)/redis/src \
+	-I$(FUZZ_DIR)/redis/deps/hiredis -I$(FUZZ_DIR)/redis/deps/lua/src \
+	-I$(FUZZ_DIR)/redis/deps/hdr_histogram
+
+.PHONY: fuzz-tree
+fuzz-tree:
+	@FUZZ_CC=$(FUZZ_CC) JOBS=$(JOBS) tests/fuzz/build-tree.sh
+
+$(FUZZ_DIR)/migpatch-fuzz: tests/fuzz/migpatch-fuzz.c $(MIGPATCH_SRC) fuzz-tree
+	$(FUZZ_CC) $(MIGPATCH_CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz/migpatch-fuzz.c \
+		tests/fuzz/migpatch-env.c $$(cat $(FUZZ_DIR)/redis-link.txt)
+
+$(FUZZ_DIR)/migpatch-seeds: tests/fuzz/migpatch-seeds.c $(MIGPATCH_SRC) fuzz-tree
+	$(FUZZ_CC) $(MIGPATCH_CFLAGS) -o $@ tests/fuzz/migpatch-seeds.c \
+		tests/fuzz/migpatch-env.c $$(cat $(FUZZ_DIR)/redis-link.txt)

@@ -43,6 +43,11 @@ for t in "${targets[@]}"; do
     # ASan's defaults, spelled out; a leak is a failure too.
     export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}
 
+    # Options of this target (tests/fuzz/<target>.options: one line of
+    # libFuzzer flags, each explained there).
+    opts=()
+    [ -f "tests/fuzz/$t.options" ] && read -r -a opts < <(grep -v '^#' "tests/fuzz/$t.options")
+
     nreg=0 bad=0
     regs=()
     if [ -d "$regress" ]; then
@@ -50,7 +55,7 @@ for t in "${targets[@]}"; do
     fi
     nreg=${#regs[@]}
     if [ "$nreg" -gt 0 ]; then
-        if ! "$bin" -artifact_prefix="$crashes/" "${regs[@]}" >> "$log" 2>&1; then
+        if ! "$bin" -artifact_prefix="$crashes/" "${opts[@]}" "${regs[@]}" >> "$log" 2>&1; then
             echo "fuzz: $t: a regression input crashes again (see $log)"
             bad=1
         fi
@@ -60,7 +65,7 @@ for t in "${targets[@]}"; do
     dirs=("$work" "tests/fuzz/corpus/$t")
     [ "$nreg" -gt 0 ] && dirs+=("$regress")
     start=$(date +%s%N)
-    "$bin" "${limit[@]}" -print_final_stats=1 -timeout=25 -rss_limit_mb=2048 \
+    "$bin" "${limit[@]}" -print_final_stats=1 -timeout=25 -rss_limit_mb=2048 "${opts[@]}" \
         -artifact_prefix="$crashes/" "${dirs[@]}" >> "$log" 2>&1
     rc=$?
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
