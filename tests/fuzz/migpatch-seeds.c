@@ -11,7 +11,7 @@
  * of values, so that each stays a few KB: strings of every encoding and a
  * shared integer, with TTLs; a quicklist with compressed nodes; listpacks
  * and an intset; hash tables (MIG_PATH_DICT); a skiplist and a stream
- * (MIG_PATH_DUMP).
+ * (MIG_PATH_DUMP); a slot of two blocks.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -149,6 +149,12 @@ static void makeValues(const char *tag, int family) {
         }
         addKey(tag, "stream", o, 0);
         break;
+    case 5:     /* two blocks: a 70 KB string (of zeros: a small seed) does
+                 * not fit the first one */
+        addKey(tag, "small", createStringObject("in the first block", 18), 0);
+        o = createObject(OBJ_STRING, sdsnewlen(NULL, 70000));
+        addKey(tag, "big", o, 0);
+        break;
     }
 }
 
@@ -214,7 +220,8 @@ int main(int argc, char **argv) {
     fuzzServerInit();       /* Sizes the keyspace's tables: not in the blocks. */
     if (writeSeed(argv[1], "strings", "s1", 0) || writeSeed(argv[1], "quicklist", "q1", 1) ||
         writeSeed(argv[1], "listpacks-intset", "l1", 2) ||
-        writeSeed(argv[1], "hash-tables", "h1", 3) || writeSeed(argv[1], "dump-payloads", "d1", 4))
+        writeSeed(argv[1], "hash-tables", "h1", 3) || writeSeed(argv[1], "dump-payloads", "d1", 4) ||
+        writeSeed(argv[1], "two-blocks", "b1", 5))
         return 1;
     return 0;
 }
