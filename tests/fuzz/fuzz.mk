@@ -48,25 +48,25 @@ $(FUZZ_DIR)/fakeio.o: tests/fuzz/fakeio.c tests/fuzz/fakeio.h
 
 MIGTRANSPORT_FUZZ_OBJ := $(FUZZ_DIR)/migtransport-seam.o $(FUZZ_DIR)/fakeio.o
 
-$(FUZZ_DIR)/migtransport-fuzz: tests/fuzz/migtransport-fuzz.c $(MIGTRANSPORT_FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $^
+$(FUZZ_DIR)/migtransport-fuzz: tests/fuzz/migtransport-fuzz.c $(MIGTRANSPORT_FUZZ_OBJ) tests/fuzz/fuzz-util.h
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(MIGTRANSPORT_FUZZ_OBJ)
 
-$(FUZZ_DIR)/migtransport-seeds: tests/fuzz/migtransport-seeds.c $(MIGTRANSPORT_FUZZ_OBJ)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $^
+$(FUZZ_DIR)/migtransport-seeds: tests/fuzz/migtransport-seeds.c $(MIGTRANSPORT_FUZZ_OBJ) tests/fuzz/fuzz-util.h
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< $(MIGTRANSPORT_FUZZ_OBJ)
 
 # slotalloc: the harness includes src/slotalloc.c (REDIS_TEST's checks).
-$(FUZZ_DIR)/slotalloc-fuzz: tests/fuzz/slotalloc-fuzz.c src/slotalloc.c src/slotalloc.h
+$(FUZZ_DIR)/slotalloc-fuzz: tests/fuzz/slotalloc-fuzz.c src/slotalloc.c src/slotalloc.h tests/fuzz/fuzz-util.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -fsanitize=fuzzer -o $@ $<
 
-$(FUZZ_DIR)/slotalloc-seeds: tests/fuzz/slotalloc-seeds.c src/slotalloc.c src/slotalloc.h
+$(FUZZ_DIR)/slotalloc-seeds: tests/fuzz/slotalloc-seeds.c src/slotalloc.c src/slotalloc.h tests/fuzz/fuzz-util.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ tests/fuzz/slotalloc-seeds.c src/slotalloc.c
 
 # migpatch: src/migblocks.c and everything under it, in the objects of
 # build/fuzz/redis (build-tree.sh runs its make every time: it rebuilds
 # what changed, and then the harness is relinked).
-MIGPATCH_SRC := tests/fuzz/migpatch-env.c tests/fuzz/migpatch-env.h
+MIGPATCH_SRC := tests/fuzz/migpatch-env.c tests/fuzz/migpatch-env.h tests/fuzz/fuzz-util.h
 MIGPATCH_CFLAGS := $(FUZZ_CFLAGS) -Wno-missing-field-initializers -I$(FUZZ_DIR)/redis/src \
 	-I$(FUZZ_DIR)/redis/deps/hiredis -I$(FUZZ_DIR)/redis/deps/lua/src \
 	-I$(FUZZ_DIR)/redis/deps/hdr_histogram

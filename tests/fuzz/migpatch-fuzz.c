@@ -35,13 +35,7 @@
 #include "slotcompact.h"
 #include "migblocks.h"
 #include "migpatch-env.h"
-
-static uint64_t fzTake(const uint8_t *p, size_t n, size_t *pos, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++, (*pos)++)
-        if (*pos < n) v |= (uint64_t)p[*pos] << (8 * i);
-    return v;
-}
+#include "fuzz-util.h"
 
 static void fzFail(const char *what, size_t key, const char *detail) {
     fprintf(stderr, "migpatch-fuzz: %s (key %zu) %s\n", what, key, detail ? detail : "");
@@ -92,30 +86,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     unsigned long slots_before = dictSlots(server.db[0].dict) + dictSlots(server.db[0].expires);
     void *addrs[MIGPATCH_MAX_BLOCKS];
     migBlockMap map[MIGPATCH_MAX_BLOCKS];
-    int slot = (int)(fzTake(data, size, &pos, 2) % CLUSTER_SLOTS);
-    size_t nb = 1 + (fzTake(data, size, &pos, 1) & 3);
-    size_t nkeys = fzTake(data, size, &pos, 4);
-    uint64_t manifest = fzTake(data, size, &pos, 8);
+    int slot = (int)(fuzzTake(data, size, &pos, 2) % CLUSTER_SLOTS);
+    size_t nb = 1 + (fuzzTake(data, size, &pos, 1) & 3);
+    size_t nkeys = fuzzTake(data, size, &pos, 4);
+    uint64_t manifest = fuzzTake(data, size, &pos, 8);
     slotAllocSlotStat st;
     migAdopted a;
     sds err = NULL;
 
     for (size_t b = 0; b < nb; b++) {
-        map[b].donor = fzTake(data, size, &pos, 8);
-        map[b].size = sizes[b] = (1 + (fzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
+        map[b].donor = fuzzTake(data, size, &pos, 8);
+        map[b].size = sizes[b] = (1 + (fuzzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
         map[b].expect = 0;
     }
     if (slotAllocReserveBlocks(slot, nb, sizes, addrs) == -1) fzFail("cannot reserve blocks", 0, NULL);
     for (size_t b = 0; b < nb; b++) map[b].local = addrs[b];
-    while (pos < size) {
-        size_t b = fzTake(data, size, &pos, 1) % nb;
-        size_t off = fzTake(data, size, &pos, 3) % sizes[b];
-        size_t len = fzTake(data, size, &pos, 2), avail = pos < size ? size - pos : 0;
-        if (len > avail) len = avail;
-        if (len > sizes[b] - off) len = sizes[b] - off;
-        memcpy((char *)addrs[b] + off, data + pos, len);
-        pos += len;
-    }
+    fuzzApplyPatches(data, size, pos, addrs, sizes, nb);
 
     for (size_t b = 0; b < nb; b++)
         if (migAdoptBlock(slot, addrs[b]) == -1) goto release;

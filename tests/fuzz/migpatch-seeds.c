@@ -22,37 +22,8 @@
 #include "slotcompact.h"
 #include "migblocks.h"
 #include "migpatch-env.h"
-
-static unsigned char out[1 << 20];
-static size_t outlen;
-
-static void putLe(uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; i++) out[outlen++] = (unsigned char)(v >> (8 * i));
-}
-
-/* The non-zero bytes of [base+off, base+off+len) as patches of block b. */
-static void putPatches(int b, const unsigned char *base, size_t off, size_t len) {
-    size_t i = off, end = off + len;
-    while (i < end) {
-        while (i < end && base[i] == 0) i++;
-        if (i == end) break;
-        size_t s = i, z = 0;
-        while (i < end && z < 16 && i - s < 65535) {
-            z = base[i] ? 0 : z + 1;
-            i++;
-        }
-        size_t e = i - z;
-        if (outlen + 6 + (e - s) > sizeof(out)) {
-            fprintf(stderr, "migpatch-seeds: seed too big\n");
-            exit(1);
-        }
-        putLe((uint64_t)b, 1);
-        putLe(s, 3);
-        putLe(e - s, 2);
-        memcpy(out + outlen, base + s, e - s);
-        outlen += e - s;
-    }
-}
+#define FUZZ_SEED_MAKER
+#include "fuzz-util.h"
 
 /* A key "{tag}name" of the slot the tag hashes to, holding val (taken). */
 static void addKey(const char *tag, const char *name, robj *val, long long ttl_ms) {
@@ -176,40 +147,33 @@ static int writeSeed(const char *dir, const char *name, const char *tag, int fam
         fprintf(stderr, "migpatch-seeds: %s: %zu blocks\n", name, nb);
         return -1;
     }
-    outlen = 0;
-    putLe((uint64_t)slot, 2);
-    putLe(nb - 1, 1);
-    putLe(m.nkeys, 4);
-    putLe((uintptr_t)m.addr, 8);
+    seed_len = 0;
+    seedPutLe((uint64_t)slot, 2);
+    seedPutLe(nb - 1, 1);
+    seedPutLe(m.nkeys, 4);
+    seedPutLe((uintptr_t)m.addr, 8);
     for (size_t b = 0; b < nb; b++) {
         if (bi[b].size > 16 * SLOTALLOC_UNIT_SIZE) {
             fprintf(stderr, "migpatch-seeds: %s: block of %zu bytes\n", name, bi[b].size);
             return -1;
         }
-        putLe((uintptr_t)bi[b].addr, 8);
-        putLe(bi[b].size / SLOTALLOC_UNIT_SIZE - 1, 1);
+        seedPutLe((uintptr_t)bi[b].addr, 8);
+        seedPutLe(bi[b].size / SLOTALLOC_UNIT_SIZE - 1, 1);
     }
     for (size_t b = 0; b < nb; b++) {
         slotAllocRangeInfo r[256];
         size_t n = slotAllocBlockUsedRanges(bi[b].addr, r, 256);
         if (n > 256) return -1;
-        for (size_t i = 0; i < n; i++) putPatches((int)b, bi[b].addr, r[i].offset, r[i].len);
+        for (size_t i = 0; i < n; i++) seedPutPatches((int)b, bi[b].addr, r[i].offset, r[i].len);
     }
     printf("migpatch-seeds: %s/%s: slot %d, %zu keys (%zu zero-copy, %zu rebuilt, %zu "
            "serialized), %zu blocks, %zu bytes\n", dir, name, slot, m.nkeys,
-           m.keys_zero_copy, m.keys_rebuilt, m.keys_serialized, nb, outlen);
+           m.keys_zero_copy, m.keys_rebuilt, m.keys_serialized, nb, seed_len);
     migFreeManifest(&m);
     fuzzDeleteSlotKeys(slot);
     slotCompactReleaseSlot(slot);
 
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(out, 1, outlen, f) != outlen || fclose(f)) {
-        perror(path);
-        return -1;
-    }
-    return 0;
+    return seedSave(dir, name);
 }
 
 int main(int argc, char **argv) {

@@ -49,6 +49,7 @@
 #define MIGTRANSPORT_INTERNAL
 #include "migtransport.h"
 #include "fakeio.h"
+#include "fuzz-util.h"
 
 #include <inttypes.h>
 #include <sanitizer/asan_interface.h>
@@ -84,19 +85,6 @@ typedef struct fzCase {
     size_t streamlen;
 } fzCase;
 
-/* Reads little endian fields from the input; zeros past its end. */
-typedef struct fzReader {
-    const uint8_t *p;
-    size_t n, pos;
-} fzReader;
-
-static uint64_t fzTake(fzReader *r, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++, r->pos++)
-        if (r->pos < r->n) v |= (uint64_t)r->p[r->pos] << (8 * i);
-    return v;
-}
-
 static void fzEmit(fzCase *fc, const void *p, size_t n) {
     if (n > FUZZ_MAX_STREAM - fc->streamlen) n = FUZZ_MAX_STREAM - fc->streamlen;
     memcpy(fc->stream + fc->streamlen, p, n);
@@ -105,46 +93,46 @@ static void fzEmit(fzCase *fc, const void *p, size_t n) {
 
 /* Input bytes -> the recipient's setup and the donor's stream. */
 static void fzParse(const uint8_t *data, size_t size, fzCase *fc) {
-    fzReader r = {data, size, 0};
-    uint64_t flags = fzTake(&r, 1);
+    size_t pos = 0;
+    uint64_t flags = fuzzTake(data, size, &pos, 1);
 
     fc->watch = flags & 1;
     fc->silent = (flags >> 1) & 1;
     fc->faults = (flags >> 2) & 3;
     if (fc->faults > FAKEIO_RETRY) fc->faults = FAKEIO_RETRY;
     fc->epipe = (flags >> 4) & 1;
-    fc->seed = fzTake(&r, 1);
-    fc->nblocks = 1 + (fzTake(&r, 1) & 7);
-    fc->cbfail = (int)fzTake(&r, 1);
+    fc->seed = fuzzTake(data, size, &pos, 1);
+    fc->nblocks = 1 + (fuzzTake(data, size, &pos, 1) & 7);
+    fc->cbfail = (int)fuzzTake(data, size, &pos, 1);
     for (uint32_t i = 0; i < fc->nblocks; i++) {
-        uint64_t scale = i == 0 && (flags & 32) ? 16 : 1, len = fzTake(&r, 2);
+        uint64_t scale = i == 0 && (flags & 32) ? 16 : 1, len = fuzzTake(data, size, &pos, 2);
         fc->len[i] = (1 + (flags & 32 ? len : len % 4096)) * scale;
-        fc->expect[i] = (fzTake(&r, 2) * scale) % (fc->len[i] + 1);
+        fc->expect[i] = (fuzzTake(data, size, &pos, 2) * scale) % (fc->len[i] + 1);
     }
     fc->streamlen = 0;
-    while (r.pos < r.n && fc->streamlen < FUZZ_MAX_STREAM) {
-        uint64_t op = fzTake(&r, 1) & 3;
+    while (pos < size && fc->streamlen < FUZZ_MAX_STREAM) {
+        uint64_t op = fuzzTake(data, size, &pos, 1) & 3;
         if (op == 0) {
-            size_t n = (size_t)fzTake(&r, 2), avail = r.pos < r.n ? r.n - r.pos : 0;
+            size_t n = (size_t)fuzzTake(data, size, &pos, 2), avail = pos < size ? size - pos : 0;
             if (n > avail) n = avail;
-            fzEmit(fc, r.p + r.pos, n);
-            r.pos += n;
+            fzEmit(fc, data + pos, n);
+            pos += n;
         } else if (op == 1) {
-            size_t n = (size_t)fzTake(&r, 2);
-            int v = (int)fzTake(&r, 1);
+            size_t n = (size_t)fuzzTake(data, size, &pos, 2);
+            int v = (int)fuzzTake(data, size, &pos, 1);
             if (n > FUZZ_MAX_STREAM - fc->streamlen) n = FUZZ_MAX_STREAM - fc->streamlen;
             memset(fc->stream + fc->streamlen, v, n);
             fc->streamlen += n;
         } else if (op == 2) {
             migWireRecord w;
-            uint16_t type = (uint16_t)fzTake(&r, 1);
-            uint32_t block = (uint32_t)fzTake(&r, 1);
-            uint64_t off = fzTake(&r, 3), len = fzTake(&r, 3);
+            uint16_t type = (uint16_t)fuzzTake(data, size, &pos, 1);
+            uint32_t block = (uint32_t)fuzzTake(data, size, &pos, 1);
+            uint64_t off = fuzzTake(data, size, &pos, 3), len = fuzzTake(data, size, &pos, 3);
             migEncodeRecord(&w, type, block, 0, off, len, 0);
             fzEmit(fc, &w, sizeof(w));
         } else {
             migWireHello w;
-            migEncodeHello(&w, MIG_MSG_HELLO, (uint32_t)fzTake(&r, 1),
+            migEncodeHello(&w, MIG_MSG_HELLO, (uint32_t)fuzzTake(data, size, &pos, 1),
                            (const uint8_t *)FUZZ_TOKEN);
             fzEmit(fc, &w, sizeof(w));
         }

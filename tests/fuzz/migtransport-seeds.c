@@ -18,6 +18,8 @@
 #define MIGTRANSPORT_INTERNAL
 #include "migtransport.h"
 #include "fakeio.h"
+#define FUZZ_SEED_MAKER
+#include "fuzz-util.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,25 +47,6 @@ typedef struct seedSpec {
     size_t cut;             /* keep only this many stream bytes (0: all) */
 } seedSpec;
 
-static unsigned char out[1 << 20];
-static size_t outlen;
-
-static void put(const void *p, size_t n) {
-    if (outlen + n > sizeof(out)) {
-        fprintf(stderr, "migtransport-seeds: seed too big\n");
-        exit(1);
-    }
-    memcpy(out + outlen, p, n);
-    outlen += n;
-}
-
-static void putLe(uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; i++) {
-        unsigned char b = (unsigned char)(v >> (8 * i));
-        put(&b, 1);
-    }
-}
-
 /* The stream as ops: runs of 16+ equal bytes as run ops, the rest raw. */
 static void putStream(const unsigned char *s, size_t n) {
     size_t i = 0, raw = 0;
@@ -73,15 +56,15 @@ static void putStream(const unsigned char *s, size_t n) {
         if (i == n || run >= 16) {
             while (raw < i) {
                 size_t k = i - raw > 65535 ? 65535 : i - raw;
-                putLe(0, 1);
-                putLe(k, 2);
-                put(s + raw, k);
+                seedPutLe(0, 1);
+                seedPutLe(k, 2);
+                seedPut(s + raw, k);
                 raw += k;
             }
             if (i == n) break;
-            putLe(1, 1);
-            putLe(run, 2);
-            putLe(s[i], 1);
+            seedPutLe(1, 1);
+            seedPutLe(run, 2);
+            seedPutLe(s[i], 1);
             i += run;
             raw = i;
         } else {
@@ -139,11 +122,11 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
     migClose(c);
 
     /* The input: setup, then HELLO + what the donor wrote. */
-    outlen = 0;
-    putLe((uint64_t)sp->flags, 1);
-    putLe((uint64_t)sp->rngseed, 1);
-    putLe(sp->nblocks - 1, 1);
-    putLe((uint64_t)sp->cbfail, 1);
+    seed_len = 0;
+    seedPutLe((uint64_t)sp->flags, 1);
+    seedPutLe((uint64_t)sp->rngseed, 1);
+    seedPutLe(sp->nblocks - 1, 1);
+    seedPutLe((uint64_t)sp->cbfail, 1);
     int big = sp->flags & 32;
     for (uint32_t i = 0; i < sp->nblocks; i++) {
         uint32_t scale = big && i == 0 ? 16 : 1;
@@ -154,8 +137,8 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
                     sp->name, i);
             return -1;
         }
-        putLe(rl / scale - 1, 2);
-        putLe(ex / scale, 2);
+        seedPutLe(rl / scale - 1, 2);
+        seedPutLe(ex / scale, 2);
     }
     size_t slen = sizeof(hello) + fakeio.outlen;
     unsigned char *stream = malloc(slen);
@@ -166,14 +149,8 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
     free(stream);
     for (uint32_t i = 0; i < sp->nblocks; i++) free(mem[i]);
 
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, sp->name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(out, 1, outlen, f) != outlen || fclose(f)) {
-        perror(path);
-        return -1;
-    }
-    printf("migtransport-seeds: %s (%zu bytes)\n", path, outlen);
+    if (seedSave(dir, sp->name)) return -1;
+    printf("migtransport-seeds: %s/%s (%zu bytes)\n", dir, sp->name, seed_len);
     return 0;
 }
 

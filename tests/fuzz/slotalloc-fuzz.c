@@ -11,8 +11,9 @@
  *   byte 1     block 0's size in 64 KB units - 1 (low 4 bits: 64 KB..1 MB)
  *   byte 2     the same for block 1
  *   byte 3     seed of what is done with an accepted block
- *   then       patches: u8 block (bit 0), u24 offset (modulo the block's
- *              size), u16 length, the bytes (little endian)
+ *   then       patches: u8 block (modulo the blocks), u24 offset (modulo
+ *              the block's size), u16 length, the bytes (little endian;
+ *              fuzzApplyPatches)
  *
  * A block the allocator accepts must then behave: this file includes
  * src/slotalloc.c itself (built with REDIS_TEST) to use the allocator's
@@ -36,6 +37,7 @@
 #define REDIS_TEST
 #endif
 #include "../../src/slotalloc.c"
+#include "fuzz-util.h"
 
 #define FUZZ_SLOT 777
 #define FUZZ_MAX_ALLOCS (2 * (SLOTALLOC_UNIT_SIZE * 16 / 16) + 64)
@@ -50,14 +52,6 @@ static void fzFail(const char *what, const void *p) {
 
 static void fzPanic(const char *msg) {
     fzFail(msg, NULL);
-}
-
-/* Little endian fields of the input; zeros past its end. */
-static uint64_t fzTake(const uint8_t *p, size_t n, size_t *pos, int bytes) {
-    uint64_t v = 0;
-    for (int i = 0; i < bytes; i++, (*pos)++)
-        if (*pos < n) v |= (uint64_t)p[*pos] << (8 * i);
-    return v;
 }
 
 static uint64_t fzRand(uint64_t *x) {
@@ -131,23 +125,15 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t pos = 0, sizes[2];
     void *addrs[2];
-    uint64_t flags = fzTake(data, size, &pos, 1);
+    uint64_t flags = fuzzTake(data, size, &pos, 1);
     size_t nblocks = 1 + (flags & 1);
 
-    sizes[0] = (1 + (fzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
-    sizes[1] = (1 + (fzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
-    uint64_t rng = fzTake(data, size, &pos, 1) * 0x9e3779b97f4a7c15ULL + 1;
+    sizes[0] = (1 + (fuzzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
+    sizes[1] = (1 + (fuzzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
+    uint64_t rng = fuzzTake(data, size, &pos, 1) * 0x9e3779b97f4a7c15ULL + 1;
     if (slotAllocReserveBlocks(FUZZ_SLOT, nblocks, sizes, addrs) == -1)
         fzFail("cannot reserve blocks", NULL);
-    while (pos < size) {
-        size_t b = fzTake(data, size, &pos, 1) & (nblocks - 1);
-        size_t off = fzTake(data, size, &pos, 3) % sizes[b];
-        size_t len = fzTake(data, size, &pos, 2), avail = pos < size ? size - pos : 0;
-        if (len > avail) len = avail;
-        if (len > sizes[b] - off) len = sizes[b] - off;
-        memcpy((char *)addrs[b] + off, data + pos, len);
-        pos += len;
-    }
+    fuzzApplyPatches(data, size, pos, addrs, sizes, nblocks);
 
     int adopted[2];
     for (size_t b = 0; b < nblocks; b++) {

@@ -13,39 +13,13 @@
  */
 
 #include "slotalloc.h"
+#define FUZZ_SEED_MAKER
+#include "fuzz-util.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static unsigned char out[1 << 20];
-static size_t outlen;
-
-static void putLe(uint64_t v, int bytes) {
-    for (int i = 0; i < bytes; i++) out[outlen++] = (unsigned char)(v >> (8 * i));
-}
-
-/* The non-zero bytes of [base+off, base+off+len) as patches of block b
- * (zero gaps shorter than 16 bytes stay inside a patch). */
-static void putPatches(int b, const unsigned char *base, size_t off, size_t len) {
-    size_t i = off, end = off + len;
-    while (i < end) {
-        while (i < end && base[i] == 0) i++;
-        if (i == end) break;
-        size_t s = i, z = 0;
-        while (i < end && z < 16 && i - s < 65535) {
-            z = base[i] ? 0 : z + 1;
-            i++;
-        }
-        size_t e = i - z;
-        putLe((uint64_t)b, 1);
-        putLe(s, 3);
-        putLe(e - s, 2);
-        memcpy(out + outlen, base + s, e - s);
-        outlen += e - s;
-    }
-}
 
 static int writeSeed(const char *dir, const char *name, int slot) {
     slotAllocBlockInfo bi[2];
@@ -55,33 +29,27 @@ static int writeSeed(const char *dir, const char *name, int slot) {
         fprintf(stderr, "slotalloc-seeds: %s: slot %d has %zu blocks\n", name, slot, nb);
         return -1;
     }
-    outlen = 0;
-    putLe(nb == 2, 1);
+    seed_len = 0;
+    seedPutLe(nb == 2, 1);
     for (size_t b = 0; b < 2; b++) {
         size_t units = b < nb ? bi[b].size / SLOTALLOC_UNIT_SIZE : 1;
         if (units > 16) {
             fprintf(stderr, "slotalloc-seeds: %s: block of %zu units\n", name, units);
             return -1;
         }
-        putLe(units - 1, 1);
+        seedPutLe(units - 1, 1);
     }
-    putLe(0x2a, 1);
+    seedPutLe(0x2a, 1);
     for (size_t b = 0; b < nb; b++) {
         slotAllocRangeInfo r;
         if (slotAllocBlockUsedRanges(bi[b].addr, &r, 1) == 0) return -1;
         /* The header's range (a huge block's is the whole block: its header
          * is in the first page). */
         size_t len = bi[b].huge ? 4096 : r.len;
-        putPatches((int)b, bi[b].addr, 0, len);
+        seedPutPatches((int)b, bi[b].addr, 0, len);
     }
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "wb");
-    if (!f || fwrite(out, 1, outlen, f) != outlen || fclose(f)) {
-        perror(path);
-        return -1;
-    }
-    printf("slotalloc-seeds: %s (%zu bytes)\n", path, outlen);
+    if (seedSave(dir, name)) return -1;
+    printf("slotalloc-seeds: %s/%s (%zu bytes)\n", dir, name, seed_len);
     return 0;
 }
 
