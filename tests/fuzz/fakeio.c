@@ -1,12 +1,15 @@
-/* fakeio.c -- the scripted peer of fakeio.h (why it exists: there).
+/* fakeio.c -- the scripted peers and clock of fakeio.h (why they exist:
+ * there).
  *
- * The fake connection behaves like a non-blocking socket whose peer has
- * written fakeio.in and then closed (or gone silent): read()/readv() hand
- * out the next bytes, 0 at the end (or EAGAIN, and poll() then times out,
- * if silent); sendmsg() appends to fakeio.out. With faults on, a PRNG cuts
- * some calls short or fails them once with EAGAIN or EINTR, as a real
- * socket may; the next call after a failure always goes through, so the
- * caller never spins.
+ * Each fake connection behaves like a non-blocking socket whose peer has
+ * written its bytes and then closed (or gone silent): read()/readv() hand
+ * out the next bytes, 0 at the end (or EAGAIN if silent); send()/sendmsg()
+ * append to the peer's out buffer. The fake listener is readable while
+ * peers remain to be accepted. With faults on, a PRNG cuts some calls short
+ * or fails them once with EAGAIN or EINTR, as a real socket may; the next
+ * call after such a failure always goes through, so the caller never spins.
+ * poll() returns what is ready; when nothing is, the clock jumps by the
+ * poll's timeout and it returns 0, as a poll that waited it out.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -19,26 +22,47 @@
 
 fakeIo fakeio;
 
-void fakeIoReset(const unsigned char *in, size_t inlen, int silent, int faults,
-                 uint64_t seed) {
-    unsigned char *out = fakeio.out;
-    size_t outcap = fakeio.outcap;
+void fakeIoReset(int faults, uint64_t seed) {
+    fakePeer keep[FAKEIO_MAX_PEERS];
 
+    memcpy(keep, fakeio.peer, sizeof(keep));
     memset(&fakeio, 0, sizeof(fakeio));
-    fakeio.in = in;
-    fakeio.inlen = inlen;
-    fakeio.silent = silent;
+    for (int i = 0; i < FAKEIO_MAX_PEERS; i++) {
+        fakeio.peer[i].out = keep[i].out;
+        fakeio.peer[i].outcap = keep[i].outcap;
+    }
     fakeio.faults = faults;
     fakeio.rng = seed * 0x9e3779b97f4a7c15ULL + 0x2545f4914f6cdd1dULL;
-    fakeio.out = out;
-    fakeio.outcap = outcap;
-    fakeio.accepts = 1;
+    fakeio.clock_ms = 1000000;
+}
+
+int fakeIoAddPeer(const unsigned char *in, size_t inlen, int silent) {
+    if (fakeio.npeers == FAKEIO_MAX_PEERS) return -1;
+    fakePeer *p = &fakeio.peer[fakeio.npeers];
+    p->in = in;
+    p->inlen = inlen;
+    p->silent = silent;
+    return fakeio.npeers++;
 }
 
 void fakeIoFree(void) {
-    free(fakeio.out);
-    fakeio.out = NULL;
-    fakeio.outcap = fakeio.outlen = 0;
+    for (int i = 0; i < FAKEIO_MAX_PEERS; i++) {
+        free(fakeio.peer[i].out);
+        fakeio.peer[i].out = NULL;
+        fakeio.peer[i].outcap = fakeio.peer[i].outlen = 0;
+    }
+}
+
+/* The peer behind a descriptor: one accepted and not closed, or NULL. */
+static fakePeer *fakePeerOf(int fd) {
+    int i = fd - FAKEIO_CONN_FD;
+    if (i < 0 || i >= fakeio.naccepted || fakeio.peer[i].closed) return NULL;
+    return &fakeio.peer[i];
+}
+
+static int fakeIsOurs(int fd) {
+    return fd == FAKEIO_LISTEN_FD ||
+           (fd >= FAKEIO_CONN_FD && fd < FAKEIO_CONN_FD + FAKEIO_MAX_PEERS);
 }
 
 static uint64_t fakeRand(void) {
@@ -71,19 +95,19 @@ static int fakeCut(size_t *want) {
         size_t n = (r & 4) ? 1 + (r >> 8) % 48 : 1 + (r >> 8) % *want;
         if (n < *want) {
             *want = n;
-            fakeio.short_reads++;
+            fakeio.short_calls++;
         }
     }
     return 0;
 }
 
-/* The next bytes of the peer into iov[] (what readv does). */
-static ssize_t fakeIn(const struct iovec *iov, int iovcnt) {
-    size_t want = 0, left = fakeio.inlen - fakeio.inpos, done = 0;
+/* The next bytes of peer p into iov[] (what readv does). */
+static ssize_t fakeIn(fakePeer *p, const struct iovec *iov, int iovcnt) {
+    size_t want = 0, left = p->inlen - p->inpos, done = 0;
 
     for (int i = 0; i < iovcnt; i++) want += iov[i].iov_len;
     if (want > left) want = left;
-    if (want == 0 && fakeio.silent && iovcnt > 0) {
+    if (want == 0 && p->silent && iovcnt > 0) {
         errno = EAGAIN;
         return -1;
     }
@@ -91,26 +115,41 @@ static ssize_t fakeIn(const struct iovec *iov, int iovcnt) {
     fakeio.reads++;
     for (int i = 0; i < iovcnt && done < want; i++) {
         size_t n = iov[i].iov_len < want - done ? iov[i].iov_len : want - done;
-        memcpy(iov[i].iov_base, fakeio.in + fakeio.inpos + done, n);
+        memcpy(iov[i].iov_base, p->in + p->inpos + done, n);
         done += n;
     }
-    fakeio.inpos += done;
+    p->inpos += done;
     return (ssize_t)done;
 }
 
 ssize_t fakeRead(int fd, void *buf, size_t len) {
-    if (fd != FAKEIO_CONN_FD) return read(fd, buf, len);
+    if (!fakeIsOurs(fd)) return read(fd, buf, len);
+    fakePeer *p = fakePeerOf(fd);
     struct iovec v = {buf, len};
-    return fakeIn(&v, 1);
+    if (p == NULL) {
+        errno = EBADF;
+        return -1;
+    }
+    return fakeIn(p, &v, 1);
 }
 
 ssize_t fakeReadv(int fd, const struct iovec *iov, int iovcnt) {
-    if (fd != FAKEIO_CONN_FD) return readv(fd, iov, iovcnt);
-    return fakeIn(iov, iovcnt);
+    if (!fakeIsOurs(fd)) return readv(fd, iov, iovcnt);
+    fakePeer *p = fakePeerOf(fd);
+    if (p == NULL) {
+        errno = EBADF;
+        return -1;
+    }
+    return fakeIn(p, iov, iovcnt);
 }
 
 ssize_t fakeSendmsg(int fd, const struct msghdr *msg, int flags) {
-    if (fd != FAKEIO_CONN_FD) return sendmsg(fd, msg, flags);
+    if (!fakeIsOurs(fd)) return sendmsg(fd, msg, flags);
+    fakePeer *p = fakePeerOf(fd);
+    if (p == NULL) {
+        errno = EBADF;
+        return -1;
+    }
     if (fakeio.epipe) {
         errno = EPIPE;
         return -1;
@@ -118,63 +157,88 @@ ssize_t fakeSendmsg(int fd, const struct msghdr *msg, int flags) {
     size_t want = 0, done = 0;
     for (size_t i = 0; i < msg->msg_iovlen; i++) want += msg->msg_iov[i].iov_len;
     if (fakeCut(&want)) return -1;
-    if (fakeio.outlen + want > fakeio.outcap) {
-        size_t cap = fakeio.outcap ? fakeio.outcap : 4096;
-        while (cap < fakeio.outlen + want) cap *= 2;
-        unsigned char *p = realloc(fakeio.out, cap);
-        if (p == NULL) {
+    if (p->outlen + want > p->outcap) {
+        size_t cap = p->outcap ? p->outcap : 4096;
+        while (cap < p->outlen + want) cap *= 2;
+        unsigned char *o = realloc(p->out, cap);
+        if (o == NULL) {
             errno = ENOMEM;
             return -1;
         }
-        fakeio.out = p;
-        fakeio.outcap = cap;
+        p->out = o;
+        p->outcap = cap;
     }
     for (size_t i = 0; i < msg->msg_iovlen && done < want; i++) {
         size_t n = msg->msg_iov[i].iov_len;
         if (n > want - done) n = want - done;
-        memcpy(fakeio.out + fakeio.outlen + done, msg->msg_iov[i].iov_base, n);
+        memcpy(p->out + p->outlen + done, msg->msg_iov[i].iov_base, n);
         done += n;
     }
-    fakeio.outlen += done;
+    p->outlen += done;
     return (ssize_t)done;
 }
 
-/* Ready unless the peer has gone silent with nothing left to read (then
- * at once what a poll() that waited out its timeout returns). */
+ssize_t fakeSend(int fd, const void *buf, size_t len, int flags) {
+    if (!fakeIsOurs(fd)) return send(fd, buf, len, flags);
+    struct iovec v = {(void *)buf, len};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    mh.msg_iov = &v;
+    mh.msg_iovlen = 1;
+    return fakeSendmsg(fd, &mh, flags);
+}
+
+/* What of 'events' a fake descriptor has ready. */
+static short fakeReady(int fd, short events) {
+    if (fd == FAKEIO_LISTEN_FD)
+        return fakeio.naccepted < fakeio.npeers ? (events & POLLIN) : 0;
+    fakePeer *p = fakePeerOf(fd);
+    if (p == NULL) return POLLNVAL;
+    short r = events & POLLOUT;
+    if ((events & POLLIN) && (p->inpos < p->inlen || !p->silent)) r |= POLLIN;
+    return r;
+}
+
 int fakePoll(struct pollfd *fds, nfds_t nfds, int timeout) {
-    if (nfds != 1 || (fds[0].fd != FAKEIO_CONN_FD && fds[0].fd != FAKEIO_LISTEN_FD))
-        return poll(fds, nfds, timeout);
-    if (fds[0].fd == FAKEIO_LISTEN_FD) {
-        fds[0].revents = fakeio.accepts ? POLLIN : 0;
-        if (!fakeio.accepts) fakeio.polls_timed_out++;
-        return fakeio.accepts ? 1 : 0;
+    int ours = 0, ready = 0;
+    for (nfds_t i = 0; i < nfds; i++) ours |= fakeIsOurs(fds[i].fd);
+    if (!ours) return poll(fds, nfds, timeout);
+    for (nfds_t i = 0; i < nfds; i++) {
+        fds[i].revents = fakeReady(fds[i].fd, fds[i].events);
+        if (fds[i].revents) ready++;
     }
-    if ((fds[0].events & POLLIN) && fakeio.silent && fakeio.inpos == fakeio.inlen) {
-        fds[0].revents = 0;
-        fakeio.polls_timed_out++;
-        return 0;
-    }
-    fds[0].revents = fds[0].events & (POLLIN | POLLOUT);
-    return 1;
+    if (ready) return ready;
+    /* Nothing will ever be: the whole timeout passes at once. */
+    fakeio.polls_timed_out++;
+    fakeio.clock_ms += timeout < 0 ? 3600 * 1000 : timeout;
+    return 0;
 }
 
 int fakeAccept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags) {
     if (fd != FAKEIO_LISTEN_FD) return accept4(fd, addr, addrlen, flags);
-    if (!fakeio.accepts) {
+    if (fakeio.naccepted == fakeio.npeers) {
         errno = EAGAIN;
         return -1;
     }
-    fakeio.accepts--;
     /* An address family migFormatSockaddr does not know: "?". */
     if (addr && addrlen && *addrlen >= sizeof(sa_family_t)) {
         memset(addr, 0, *addrlen);
         addr->sa_family = AF_UNIX;
         *addrlen = sizeof(sa_family_t);
     }
-    return FAKEIO_CONN_FD;
+    return FAKEIO_CONN_FD + fakeio.naccepted++;
 }
 
 int fakeClose(int fd) {
-    if (fd == FAKEIO_CONN_FD || fd == FAKEIO_LISTEN_FD) return 0;
-    return close(fd);
+    if (!fakeIsOurs(fd)) return close(fd);
+    fakePeer *p = fakePeerOf(fd);
+    if (p) p->closed = 1;
+    return 0;
+}
+
+int fakeClockGettime(clockid_t clk, struct timespec *ts) {
+    if (clk != CLOCK_MONOTONIC) return clock_gettime(clk, ts);
+    ts->tv_sec = fakeio.clock_ms / 1000;
+    ts->tv_nsec = (long)(fakeio.clock_ms % 1000) * 1000000;
+    return 0;
 }

@@ -4,6 +4,9 @@
  * listpack, intset, quicklist node, LZF payload, hash table and DUMP
  * payload it points to, trusting nothing, and rewrites donor addresses.
  *
+ * (migBlockImageSum, the checksum of what an image says was shipped, is
+ * run on every block first, as the migration does.)
+ *
  * One input is a slot's blocks as they arrive, and what the donor said of
  * them (RDMAREGISTER): the blocks' donor addresses and sizes, the
  * manifest's address and its number of keys (format: migpatch-env.h). The
@@ -98,13 +101,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         map[b].donor = fuzzTake(data, size, &pos, 8);
         map[b].size = sizes[b] = (1 + (fuzzTake(data, size, &pos, 1) & 15)) * SLOTALLOC_UNIT_SIZE;
         map[b].expect = 0;
+        map[b].sum = 0;
     }
     if (slotAllocReserveBlocks(slot, nb, sizes, addrs) == -1) fzFail("cannot reserve blocks", 0, NULL);
     for (size_t b = 0; b < nb; b++) map[b].local = addrs[b];
     fuzzApplyPatches(data, size, pos, addrs, sizes, nb);
 
-    for (size_t b = 0; b < nb; b++)
-        if (migAdoptBlock(slot, addrs[b]) == -1) goto release;
+    /* As the migration does: the checksum of what the image says was
+     * shipped (its used ranges, read from its own tables), then adoption,
+     * which must refuse exactly the images that have no checksum. */
+    for (size_t b = 0; b < nb; b++) {
+        int summed = migBlockImageSum(addrs[b], sizes[b], &map[b].sum) == 0;
+        int adopted = migAdoptBlock(slot, addrs[b]) == 0;
+        if (summed != adopted)
+            fzFail(adopted ? "an image without a checksum was adopted"
+                           : "an image with a checksum was refused", b, NULL);
+        if (!adopted) goto release;
+    }
     if (migPatchSlot(slot, map, nb, manifest, nkeys, &a, &err) == C_ERR) {
         if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "migpatch-fuzz: refused: %s\n", err);
         migAdoptedFree(&a);

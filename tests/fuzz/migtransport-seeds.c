@@ -9,8 +9,9 @@
  * (recipient setup, then the stream as raw ops, long runs of one byte as
  * run ops so that a 200 KB payload takes a few bytes). Some seeds give the
  * recipient a setup the donor does not expect (a smaller block, a shorter
- * expected count, a wrong token, a stream cut short): the lying-peer cases
- * of migtransport-test, as starting points for the fuzzer.
+ * expected count, a wrong token, a stream cut short), or strangers that
+ * connect before the donor: the lying-peer and stranger cases of
+ * migtransport-test, as starting points for the fuzzer.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -45,10 +46,15 @@ typedef struct seedSpec {
     int nsegs;
     int wrong_token;
     size_t cut;             /* keep only this many stream bytes (0: all) */
+    int strangers;          /* peers that connect before the donor: an HTTP
+                             * request, half a HELLO then silence, a HELLO
+                             * with a wrong token */
 } seedSpec;
 
-/* The stream as ops: runs of 16+ equal bytes as run ops, the rest raw. */
-static void putStream(const unsigned char *s, size_t n) {
+/* A peer's stream as ops: runs of 16+ equal bytes as run ops, the rest
+ * raw; 'first' (0, or 128 | 64 if silent) is or-ed into the first op, which
+ * starts a new peer. */
+static void putStream(const unsigned char *s, size_t n, int first) {
     size_t i = 0, raw = 0;
     while (i <= n) {
         size_t run = 1;
@@ -56,13 +62,15 @@ static void putStream(const unsigned char *s, size_t n) {
         if (i == n || run >= 16) {
             while (raw < i) {
                 size_t k = i - raw > 65535 ? 65535 : i - raw;
-                seedPutLe(0, 1);
+                seedPutLe((uint64_t)first, 1);
+                first = 0;
                 seedPutLe(k, 2);
                 seedPut(s + raw, k);
                 raw += k;
             }
             if (i == n) break;
-            seedPutLe(1, 1);
+            seedPutLe(1 | (uint64_t)first, 1);
+            first = 0;
             seedPutLe(run, 2);
             seedPutLe(s[i], 1);
             i += run;
@@ -104,8 +112,10 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
 
     /* The donor end on the fake socket: its peer answers DONE with OK. */
     migEncodeRecord(&verdict, MIG_MSG_VERDICT, 0, MIG_STATUS_OK, 0, 0, 0);
-    fakeIoReset((const unsigned char *)&verdict, sizeof(verdict), 0, FAKEIO_WHOLE, 0);
-    fakeio.outlen = 0;
+    fakeIoReset(FAKEIO_WHOLE, 0);
+    fakeio.peer[0].outlen = 0;
+    fakeIoAddPeer((const unsigned char *)&verdict, sizeof(verdict), 0);
+    fakeio.naccepted = 1;       /* connected: its descriptor is FAKEIO_CONN_FD */
     migWireHello hello;
     uint8_t tok[MIG_TOKEN_LEN];
     memcpy(tok, FUZZ_TOKEN, MIG_TOKEN_LEN);
@@ -140,12 +150,24 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
         seedPutLe(rl / scale - 1, 2);
         seedPutLe(ex / scale, 2);
     }
-    size_t slen = sizeof(hello) + fakeio.outlen;
+    size_t slen = sizeof(hello) + fakeio.peer[0].outlen;
     unsigned char *stream = malloc(slen);
     memcpy(stream, &hello, sizeof(hello));
-    memcpy(stream + sizeof(hello), fakeio.out, fakeio.outlen);
+    memcpy(stream + sizeof(hello), fakeio.peer[0].out, fakeio.peer[0].outlen);
     if (sp->cut && sp->cut < slen) slen = sp->cut;
-    putStream(stream, slen);
+    if (sp->strangers) {
+        static const char http[] = "GET / HTTP/1.0\r\n\r\n";
+        migWireHello other;
+        uint8_t wrong[MIG_TOKEN_LEN];
+        memset(wrong, 'x', sizeof(wrong));
+        migEncodeHello(&other, MIG_MSG_HELLO, 0, wrong);
+        putStream((const unsigned char *)http, sizeof(http) - 1, 0);
+        putStream(stream, 20, 128 | 64);
+        putStream((const unsigned char *)&other, sizeof(other), 128);
+        putStream(stream, slen, 128);
+    } else {
+        putStream(stream, slen, 0);
+    }
     free(stream);
     for (uint32_t i = 0; i < sp->nblocks; i++) free(mem[i]);
 
@@ -191,6 +213,9 @@ int main(int argc, char **argv) {
          .segs = {{0, 0, 300, -1}, {1, 0, 300, -1}, {2, 0, 300, -1}}},
         {.name = "send-fails", .flags = 16, .nblocks = 1, .len = {64}, .expect = {-1},
          .nsegs = 1, .segs = {{0, 0, 64, -1}}},
+        {.name = "strangers-then-donor", .flags = 1 | 8, .rngseed = 5, .nblocks = 2,
+         .len = {512, 256}, .expect = {-1, -1}, .nsegs = 2,
+         .segs = {{0, 0, 512, -1}, {1, 0, 256, -1}}, .strangers = 1},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: migtransport-seeds DIR\n");

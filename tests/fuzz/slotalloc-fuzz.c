@@ -1,6 +1,8 @@
 /* slotalloc-fuzz.c -- libFuzzer target: slotAllocAdoptBlock(), the
  * recipient's check of a block a donor shipped (header, page table,
- * allocation bitmap), and the arena it rebuilds from what it accepted.
+ * allocation bitmap), and the arena it rebuilds from what it accepted; and
+ * slotAllocImageUsedRanges(), which reads the same tables of a received
+ * image, before adoption, to checksum what was shipped.
  *
  * One input is one or two blocks as they arrive: detached blocks reserved
  * for a slot (zero, as a migration reserves them), into which the input's
@@ -20,6 +22,8 @@
  * own consistency check, saTestVerifyArena(), which compares an arena's
  * runtime state (lists, counters) with its blocks' content. The oracle,
  * besides ASan and UBSan:
+ *   - an image's used ranges lie in the block, in order, disjoint, and
+ *     there are some exactly when adoption accepts the image;
  *   - after each adoption, accepted or not, the allocator is consistent;
  *   - the live allocations of an accepted block lie in its data pages,
  *     in address order, do not overlap, and each one's usable size,
@@ -42,7 +46,9 @@
 #define FUZZ_SLOT 777
 #define FUZZ_MAX_ALLOCS (2 * (SLOTALLOC_UNIT_SIZE * 16 / 16) + 64)
 
+#define FUZZ_MAX_RANGES 4096
 static void *fz_allocs[FUZZ_MAX_ALLOCS];
+static slotAllocRangeInfo fz_ranges[FUZZ_MAX_RANGES];
 
 static void fzFail(const char *what, const void *p) {
     fprintf(stderr, "slotalloc-fuzz: %s (%p)\n", what, p);
@@ -100,6 +106,19 @@ static size_t fzCheckAllocs(void) {
 /* saTestVerifyAll() for the one arena this test uses (the whole walk of
  * 16384 slots, instrumented, would cost most of the run): its runtime
  * state matches its blocks, and the process-wide counters match it. */
+/* Used ranges of an image (slotAllocImageUsedRanges): in the block, in
+ * order, disjoint, the first one the header's. */
+static void fzCheckRanges(size_t n, size_t size, const void *block) {
+    size_t end = 0;
+    if (n > FUZZ_MAX_RANGES) fzFail("too many used ranges", block);
+    for (size_t i = 0; i < n; i++) {
+        if (fz_ranges[i].len == 0 || fz_ranges[i].offset < end || (i == 0 && fz_ranges[i].offset) ||
+            fz_ranges[i].len > size - fz_ranges[i].offset)
+            fzFail("used ranges out of the block, out of order or overlapping", block);
+        end = fz_ranges[i].offset + fz_ranges[i].len;
+    }
+}
+
 static void fzVerify(const char *when) {
     size_t live = 0, used = 0, blocks = 0;
     saArena *a = saArenaGet(FUZZ_SLOT, 0);
@@ -137,7 +156,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     int adopted[2];
     for (size_t b = 0; b < nblocks; b++) {
+        /* What a migration checksums before adopting (the ranges read
+         * from the image itself): in the block, in order, disjoint; none
+         * exactly when adoption refuses the image. */
+        size_t nr = slotAllocImageUsedRanges(addrs[b], sizes[b], fz_ranges, FUZZ_MAX_RANGES);
+        fzCheckRanges(nr, sizes[b], addrs[b]);
         adopted[b] = slotAllocAdoptBlock(FUZZ_SLOT, addrs[b]) == 0;
+        if (adopted[b] != (nr != 0))
+            fzFail(adopted[b] ? "an image without used ranges was adopted"
+                              : "an image with used ranges was refused", addrs[b]);
         fzVerify("inconsistent after an adoption");
         /* Adopting it again, or into another slot, is always refused. */
         if (slotAllocAdoptBlock(adopted[b] ? FUZZ_SLOT : FUZZ_SLOT + 1, addrs[b]) != -1)
