@@ -43,7 +43,8 @@
 /* Far above any descriptor the process really has. */
 #define FAKEIO_LISTEN_FD 999999
 #define FAKEIO_CONN_FD 1000000
-#define FAKEIO_MAX_PEERS 4
+/* More than a listener keeps in their handshake (MIG_PENDING_MAX). */
+#define FAKEIO_MAX_PEERS 20
 
 /* How reads and writes on the fake connections are cut (fakeIo.faults). */
 #define FAKEIO_WHOLE 0      /* every call moves all it can */

@@ -49,6 +49,8 @@ typedef struct seedSpec {
     int strangers;          /* peers that connect before the donor: an HTTP
                              * request, half a HELLO then silence, a HELLO
                              * with a wrong token */
+    int silent_strangers;   /* and as many more that send half a HELLO and
+                             * then nothing (the listener's pending list) */
 } seedSpec;
 
 /* A peer's stream as ops: runs of 16+ equal bytes as run ops, the rest
@@ -164,6 +166,7 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
         putStream((const unsigned char *)http, sizeof(http) - 1, 0);
         putStream(stream, 20, 128 | 64);
         putStream((const unsigned char *)&other, sizeof(other), 128);
+        for (int i = 0; i < sp->silent_strangers; i++) putStream(stream, 20, 128 | 64);
         putStream(stream, slen, 128);
     } else {
         putStream(stream, slen, 0);
@@ -216,6 +219,9 @@ int main(int argc, char **argv) {
         {.name = "strangers-then-donor", .flags = 1 | 8, .rngseed = 5, .nblocks = 2,
          .len = {512, 256}, .expect = {-1, -1}, .nsegs = 2,
          .segs = {{0, 0, 512, -1}, {1, 0, 256, -1}}, .strangers = 1},
+        {.name = "pending-overflow", .flags = 0, .nblocks = 1, .len = {128},
+         .expect = {-1}, .nsegs = 1, .segs = {{0, 0, 128, -1}}, .strangers = 1,
+         .silent_strangers = 15},
     };
     if (argc != 2) {
         fprintf(stderr, "usage: migtransport-seeds DIR\n");
