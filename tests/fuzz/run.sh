@@ -70,7 +70,9 @@ for t in "${targets[@]}"; do
     rc=$?
     ms=$(( ($(date +%s%N) - start) / 1000000 ))
     execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-    ncrash=$(find "$crashes" -type f | wc -l)
+    # libFuzzer's findings (slow-unit-* inputs are only slow: not counted).
+    ncrash=$(find "$crashes" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' \
+        -o -name 'oom-*' \) | wc -l)
     # A run that failed without leaving an input (could not start, killed)
     # still counts as one.
     if [ "$rc" != 0 ] && [ "$ncrash" = 0 ]; then ncrash=1; fi
@@ -83,7 +85,7 @@ for t in "${targets[@]}"; do
     else
         fail=$((fail + 1))
         grep -m1 -A12 -E '^==[0-9]+==ERROR|^[a-z-]+-fuzz: |runtime error|deadly signal' "$log" | sed 's/^/    /'
-        for f in "$crashes"/*; do
+        for f in "$crashes"/{crash,leak,timeout,oom}-*; do
             [ -f "$f" ] && echo "fuzz: $t: crashing input $f (replay: $bin $f; once fixed, keep it as $regress/<name>)"
         done
     fi
