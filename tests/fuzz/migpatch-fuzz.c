@@ -150,6 +150,10 @@ release:
     if (st.blocks || st.detached_blocks) fzFail("blocks left after the release", 0, NULL);
     if (zmalloc_used_memory() != used_before &&
         dictSlots(server.db[0].dict) + dictSlots(server.db[0].expires) == slots_before)
-        fzFail("used_memory is not back", 0, NULL);
+    {
+        char d[64];
+        snprintf(d, sizeof(d), "(%zu bytes before, %zu after)", used_before, zmalloc_used_memory());
+        fzFail("used_memory is not back", 0, d);
+    }
     return 0;
 }
