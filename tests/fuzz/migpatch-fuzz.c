@@ -49,12 +49,13 @@ static void fzFail(const char *what, size_t key, const char *detail) {
  * obstacle: the fuzzer, like a lying donor, computes it), and RESTORE's
  * loader, rdbGenericLoadStringObject(), then tries to allocate that much
  * before it finds the payload too short (ztrymalloc: NULL when there is no
- * room, which it handles). So ASan must return NULL rather than abort on an
- * impossible size, and run.sh raises libFuzzer's malloc limit for this
- * target (migpatch.options). */
+ * room, which it handles). So ASan returns NULL, as a full heap would,
+ * rather than abort for sizes above 1 GB (mapping them costs seconds under
+ * ASan), and run.sh raises libFuzzer's malloc limit for this target
+ * (migpatch.options). */
 const char *__asan_default_options(void);
 const char *__asan_default_options(void) {
-    return "allocator_may_return_null=1";
+    return "allocator_may_return_null=1:max_allocation_size_mb=1024";
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
