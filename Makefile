@@ -9,6 +9,8 @@
 #                        bin/migtransport-test (block transport test tool)
 #   make test            install test deps, build, run upstream's suites + ours
 #   make test-rdma       run the RDMA tests inside a SoftRoCE VM (utils/rxe-vm)
+#   make fuzz            build the libFuzzer targets (ASan + UBSan) and run
+#                        each for FUZZ_SECONDS (default 60); tests/fuzz/
 #   make demo            3 -> 4 node loopback cluster rebalance, explained
 #   make chaos           seeded chaos run of slot migrations under faults and
 #                        writes, then a full check (utils/chaos; not in test/CI;
@@ -110,6 +112,9 @@ test-rdma:
 # without our patches (builds build/vanilla: upstream + Debian only).
 check-skips: build
 	@utils/check-skips.sh
+
+# make fuzz, fuzz-build, fuzz-seeds: see tests/fuzz/README.md.
+include tests/fuzz/fuzz.mk
 
 demo:
 	@utils/install-deps.sh test

@@ -262,7 +262,7 @@ typedef struct migSession {
     long long start_ms, deadline_ms, phase_start_ms;
     migKind kind;
     char transport[8];              /* What was used: "tcp", "rdma". */
-    int cancel;                     /* Stop now: CANCEL, or a failure
+    redisAtomic int cancel;         /* Stop now: CANCEL, or a failure
                                      * (atomic). */
     int cancelled;                  /* Main: CANCEL asked by a user. */
     int timed_out;
@@ -285,7 +285,7 @@ typedef struct migSession {
     /* Threads. */
     pthread_t thread;
     int thread_started;
-    int thread_done;                /* The thread has returned (atomic). */
+    redisAtomic int thread_done;    /* The thread has returned (atomic). */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int rc_fd, data_fd;             /* To interrupt blocking I/O on cancel. */
@@ -300,14 +300,14 @@ typedef struct migSession {
     int stage, cursor;              /* Progress of the current job. */
     int delete_stage;               /* See migDonorDeleteSlice. */
     /* migration-thread-priority auto (migPriorityWatch). */
-    int tid;                        /* The thread's kernel id (atomic). */
-    int tid2;                       /* Recipient: its patcher's (atomic). */
-    int prio_idle;                  /* It runs SCHED_IDLE and may be raised
+    redisAtomic int tid;            /* The thread's kernel id (atomic). */
+    redisAtomic int tid2;           /* Recipient: its patcher's (atomic). */
+    redisAtomic int prio_idle;      /* It runs SCHED_IDLE and may be raised
                                      * (atomic). */
     long long watch_ms;             /* Main: the last look, and what the */
     unsigned long long watch_cpu_ns, watch_wait_ns; /* thread had then. */
     unsigned long long watch_cpu2_ns, watch_wait2_ns; /* The patcher's. */
-    int *lazyfree_barrier;          /* Delete, rollback: set by the lazyfree
+    redisAtomic int *lazyfree_barrier; /* Delete, rollback: set by the lazyfree
                                      * thread (migLazyfreeBarrierPassed). */
     long long stage_start_ms;
     int handed_over;
@@ -337,12 +337,12 @@ typedef struct migSession {
      * INITRDMASERVER; every later message that could end the import
      * (RDMAHANDOVER, RDMARESOLVE) names it. "" until known. */
     char sid[MIG_TOKEN_LEN + 1];
-    long long peers_refused;        /* Recipient: strangers its data
+    redisAtomic long long peers_refused; /* Recipient: strangers its data
                                      * listener dropped (atomic). */
     long long keep_frozen_ms;       /* Donor: see migDonorKeepFrozenSlice. */
     int handover_begun;             /* Donor: RDMAHANDOVER may be on its way:
                                      * CANCEL is refused (under s->lock). */
-    int resolving;                  /* Donor: the handover's reply was lost;
+    redisAtomic int resolving;      /* Donor: the handover's reply was lost;
                                      * asking the recipient (STATUS). */
     /* Recipient. */
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
@@ -903,7 +903,7 @@ static void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const ui
 /* A lazyfree job that frees nothing: the lazyfree thread runs jobs in
  * order, so when it sets the flag, every object queued before it is freed. */
 static void migLazyfreeBarrier(void *args[]) {
-    atomicSet(*(int *)args[0], 1);
+    atomicSet(*(redisAtomic int *)args[0], 1);
 }
 
 /* The same, after returning the pages of the blocks of the slots given up
@@ -911,7 +911,7 @@ static void migLazyfreeBarrier(void *args[]) {
  * which the main thread does not spend. */
 static void migLazyfreePurgeBarrier(void *args[]) {
     slotAllocPurgeRetired();
-    atomicSet(*(int *)args[0], 1);
+    atomicSet(*(redisAtomic int *)args[0], 1);
 }
 
 /* The s->slots entry of slot (NULL: none), for a walk over the slots in
@@ -928,7 +928,7 @@ static int migLazyfreeBarrierPassed(migSession *s, int purge) {
     int done;
 
     if (s->lazyfree_barrier == NULL) {
-        s->lazyfree_barrier = zcalloc(sizeof(int));
+        s->lazyfree_barrier = zcalloc(sizeof(*s->lazyfree_barrier));
         bioCreateLazyFreeJob(purge ? migLazyfreePurgeBarrier : migLazyfreeBarrier, 1,
                              s->lazyfree_barrier);
     }

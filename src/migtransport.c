@@ -858,6 +858,12 @@ static int migTcpAcceptBurst(migListener *l, int ioTimeoutMs, migConn **out,
             for (int i = l->npending - 1; i >= 0; i--) {
                 int r = migTcpServe(l, i, ioTimeoutMs, out, err);
                 if (r == MIG_HS_DONE || r == MIG_HS_FATAL) {
+                    /* The peer just accepted is dropped unheard, and
+                     * counted like every other refused one. */
+                    char peer[80];
+                    migFormatSockaddr((struct sockaddr *)&ss, peer, sizeof(peer));
+                    migListenerRefuse(l, "tcp: %s: dropped (%s)", peer, r == MIG_HS_DONE ?
+                                      "the donor was accepted" : "the listener failed");
                     close(fd);
                     return r;
                 }

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# install-deps.sh [build|test|rdma|all|bench]
+# install-deps.sh [build|test|rdma|fuzz|all|bench]
 #
-# Installs the Debian 12 packages the build, the tests and the RDMA tests
-# need, and makes sure apt has a deb-src entry (for `apt-get source redis`).
+# Installs the Debian 12 packages the build, the tests, the fuzz targets
+# (clang with its sanitizer and libFuzzer runtimes: `make fuzz`) and the RDMA
+# tests need, and makes sure apt has a deb-src entry (for `apt-get source
+# redis`).
 # "bench" adds what utils/bench/rebalance needs (Java + Maven for YCSB and
 # its binding, matplotlib for the plots); it is not part of "all", so CI
 # (.ci/run, which installs "all") never installs or runs the benchmark.
@@ -15,13 +17,17 @@ pkgs_build="build-essential pkg-config python3 libibverbs-dev librdmacm-dev libx
 pkgs_test="tcl procps valgrind"
 pkgs_rdma="rdma-core ibverbs-providers ibverbs-utils qemu-system-x86 busybox-static kmod cpio iproute2"
 pkgs_bench="openjdk-17-jdk-headless maven python3-matplotlib util-linux"
+# clang's -fsanitize=fuzzer,address,undefined links libclang_rt.* from
+# libclang-rt-14-dev (a Recommends of clang, so named here).
+pkgs_fuzz="clang libclang-rt-14-dev"
 case "$what" in
     build) want="$pkgs_build" ;;
     test) want="$pkgs_build $pkgs_test" ;;
     rdma) want="$pkgs_build $pkgs_test $pkgs_rdma" ;;
-    all) want="$pkgs_build $pkgs_test $pkgs_rdma" ;;
+    fuzz) want="$pkgs_build $pkgs_fuzz" ;;
+    all) want="$pkgs_build $pkgs_test $pkgs_rdma $pkgs_fuzz" ;;
     bench) want="$pkgs_build $pkgs_bench" ;;
-    *) echo "usage: install-deps.sh [build|test|rdma|all|bench]" >&2; exit 2 ;;
+    *) echo "usage: install-deps.sh [build|test|rdma|fuzz|all|bench]" >&2; exit 2 ;;
 esac
 
 missing=()
