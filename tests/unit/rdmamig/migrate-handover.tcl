@@ -116,6 +116,22 @@ start_cluster 3 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         foreach k $gkeys { R 2 del $k }
     }
 
+    test {Handover: CANCEL on the donor is refused once RDMAHANDOVER may be on its way} {
+        set snap [mg_snapshot 0 $fkeys]
+        set rd [mg_start_held $F handover 1000]
+        # The recipient stopped: the donor's handover waits for it, past
+        # the point where a CANCEL could still stop it.
+        exec kill -STOP [srv -1 pid]
+        # (The hold ends first; a CANCEL during it is still accepted.)
+        after 1500
+        set refused [catch {R 0 rdmamigrateslots cancel} err]
+        exec kill -CONT [srv -1 pid]
+        assert_equal 1 $refused "CANCEL answered: $err"
+        assert_match {*handover has begun*} $err
+        # Whichever way it ends, the keys are on the owner.
+        mg_back_to_0 $F [mg_handover_outcome $rd $snap $fkeys $F]
+    }
+
     test {RDMARESOLVE: an unknown session is not-owned, or left to the cluster's view; bad input is refused} {
         mg_assert_err {syntax|wrong number} {R 1 rdmaresolve}
         mg_assert_err {session} {R 1 rdmaresolve nosuchsession 0-x}
