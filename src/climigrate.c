@@ -80,6 +80,7 @@ typedef struct cliMigSupportCache {
     char *ip;
     int port;
     int supports;
+    int other_version;              /* It has the command, not our protocol. */
     struct cliMigSupportCache *next;
 } cliMigSupportCache;
 
@@ -104,11 +105,17 @@ static int cliMigProtocolVersion(const cliMigNode *n) {
  * non-nil entry for it) and speaks this redis-cli's protocol version, 0
  * if not, or if it could not be asked (no connection, COMMAND refused):
  * then the reason is printed once. */
-int cliMigSupports(const cliMigNode *n) {
+static cliMigSupportCache *cliMigCached(const cliMigNode *n) {
     for (cliMigSupportCache *e = cliMigCache; e; e = e->next)
-        if (e->port == n->port && !strcmp(e->ip, n->ip)) return e->supports;
+        if (e->port == n->port && !strcmp(e->ip, n->ip)) return e;
+    return NULL;
+}
 
-    int supports = 0;
+int cliMigSupports(const cliMigNode *n) {
+    cliMigSupportCache *c = cliMigCached(n);
+    if (c) return c->supports;
+
+    int supports = 0, other_version = 0;
     if (n->ctx == NULL || n->ctx->err) {
         fprintf(stderr, "*** %s:%d: no connection to ask for "
                 "RDMAMIGRATESLOTS\n", n->ip, n->port);
@@ -133,12 +140,14 @@ int cliMigSupports(const cliMigNode *n) {
                    "redis-cli %d: its slots cannot move as blocks with it\n",
                    n->ip, n->port, version, MIG_PROTOCOL_VERSION);
             supports = 0;
+            other_version = 1;
         }
     }
     cliMigSupportCache *e = malloc(sizeof(*e));
     if (e != NULL && (e->ip = strdup(n->ip)) != NULL) {
         e->port = n->port;
         e->supports = supports;
+        e->other_version = other_version;
         e->next = cliMigCache;
         cliMigCache = e;
     } else {
@@ -161,6 +170,21 @@ int cliMigCheckNodes(const cliMigNode *nodes, int count, int transport) {
             if (nodes[j].port == nodes[i].port &&
                 !strcmp(nodes[j].ip, nodes[i].ip)) dup = 1;
         if (dup || cliMigSupports(&nodes[i])) continue;
+        cliMigSupportCache *c = cliMigCached(&nodes[i]);
+        if (c && c->other_version) {
+            /* (Its protocol version was printed.) */
+            if (transport == CLI_TRANSPORT_AUTO) {
+                printf(">>> %s:%d: moving its slots with MIGRATE (legacy)\n",
+                       nodes[i].ip, nodes[i].port);
+            } else {
+                fprintf(stderr, "*** %s:%d cannot move slots as blocks with this "
+                        "redis-cli, required by --cluster-transport %s (use auto or "
+                        "legacy to move slots with MIGRATE)\n", nodes[i].ip,
+                        nodes[i].port, cliTransportName(transport));
+                ok = 0;
+            }
+            continue;
+        }
         if (transport == CLI_TRANSPORT_AUTO) {
             printf(">>> %s:%d does not support RDMAMIGRATESLOTS: moving its "
                    "slots with MIGRATE (legacy)\n", nodes[i].ip,

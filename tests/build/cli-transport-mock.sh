@@ -240,4 +240,34 @@ else
 fi
 check_clean "after the mixed rebalance"
 
+# A node of another protocol version (0.1.0: the command, but no
+# migration_protocol_version in INFO): auto moves the pairs with it through
+# MIGRATE. Weight 0 sends its slots back to the others.
+pkill -f "rdmamig-mock.py $p3 " 2>/dev/null
+for _ in $(seq 50); do $cli -p "$p3" ping >/dev/null 2>&1 || break; sleep 0.1; done
+for _ in $(seq 50); do
+    python3 tests/helpers/rdmamig-mock.py "$p3" $((p3 + 10)) "$log" oldversion \
+        2> "$dir/proxy-$p3.log" &
+    pids+=($!)
+    sleep 0.3
+    $cli -p "$p3" ping 2>/dev/null | grep -q PONG && break
+done
+: > "$log"
+id3=$($cli -p "$p3" cluster myid)
+$cli --cluster rebalance 127.0.0.1:${ports[0]} --cluster-weight "$id3=0" > "$out" 2>&1
+rc=$?
+if [ $rc = 0 ] &&
+    [ "$(grep -c ">>> 127.0.0.1:$p3 speaks slot migration protocol version 1, this redis-cli [0-9]*: its slots cannot move as blocks with it" "$out")" = 1 ] &&
+    [ "$(grep -c ">>> 127.0.0.1:$p3: moving its slots with MIGRATE (legacy)" "$out")" = 1 ] &&
+    ! grep -q 'does not support' "$out" &&
+    ! grep -q "127.0.0.1 $p3 \|^$p3 " "$log" &&
+    { n3=$(slots_of "$p3"); [ "${n3:-0}" = 0 ]; }; then
+    ok "mixed versions, auto: MIGRATE for the node of another protocol version"
+else
+    err "mixed versions, auto: MIGRATE for the node of another protocol version (exit $rc)" "$out"
+    echo "    slots of the proxied node: $(slots_of "$p3"); calls: $(wc -l < "$log")"
+    sed 's/^/    call: /' "$log" | cut -c1-200
+fi
+check_clean "after the mixed-version rebalance"
+
 exit $failed

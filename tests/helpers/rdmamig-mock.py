@@ -2,7 +2,7 @@
 """rdmamig-mock.py -- a stand-in for RDMAMIGRATESLOTS, for testing
 redis-cli's side of block migration before the server has the command.
 
-    rdmamig-mock.py LISTEN_PORT BACKEND_PORT LOG_FILE [nosupport]
+    rdmamig-mock.py LISTEN_PORT BACKEND_PORT LOG_FILE [nosupport|oldversion]
 
 A proxy in front of one real cluster node (bin/redis-server on
 BACKEND_PORT, started with cluster-announce-port LISTEN_PORT and
@@ -32,7 +32,9 @@ time, so that a test sees which calls overlapped.
 
 The recipient's real port is the announced <port> plus (BACKEND_PORT -
 LISTEN_PORT). With "nosupport" it plays a node without the command
-(COMMAND INFO gives nil, the command is unknown). The AUTH/AUTH2 of RDMAMIGRATESLOTS is used for the mock's
+(COMMAND INFO gives nil, the command is unknown); with "oldversion", a
+node of 0.1.0, which has the command but announces no
+migration_protocol_version in INFO. The AUTH/AUTH2 of RDMAMIGRATESLOTS is used for the mock's
 own connections to both nodes and its MIGRATEs. Test-only, RESP2 only.
 """
 
@@ -45,6 +47,7 @@ import time
 
 LISTEN, BACKEND, LOG = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 SUPPORT = sys.argv[4:5] != ["nosupport"]
+OLDVERSION = sys.argv[4:5] == ["oldversion"]
 OFFSET = BACKEND - LISTEN
 SLOT_DELAY = 0.002      # seconds per slot: lets redis-cli poll STATUS
 DELETE_DELAY = 0.3      # seconds in phase "delete", after the handover
@@ -283,7 +286,13 @@ class Handler(socketserver.BaseRequestHandler):
                     if backend is None:
                         backend = connect(BACKEND)
                     backend.sock.sendall(raw)
-                    self.request.sendall(backend.raw_reply())
+                    reply = backend.raw_reply()
+                    if OLDVERSION and cmd == b"INFO" and reply.startswith(b"$"):
+                        body = reply[reply.index(b"\r\n") + 2:-2]
+                        body = b"".join(l for l in body.splitlines(True)
+                                        if not l.startswith(b"migration_protocol_version:"))
+                        reply = b"$%d\r\n%s\r\n" % (len(body), body)
+                    self.request.sendall(reply)
         except (EOFError, ConnectionError, OSError):
             pass
         finally:
