@@ -213,17 +213,24 @@ else
 fi
 check_clean "after the reshard that failed late"
 
+# replace_proxy PORT MODE: the proxy of PORT plays another node (MODE:
+# nosupport, oldversion; see rdmamig-mock.py).
+replace_proxy() {
+    pkill -f "rdmamig-mock.py $1 " 2>/dev/null
+    for _ in $(seq 50); do $cli -p "$1" ping >/dev/null 2>&1 || break; sleep 0.1; done
+    for _ in $(seq 50); do
+        python3 tests/helpers/rdmamig-mock.py "$1" $(($1 + 10)) "$log" "$2" \
+            2> "$dir/proxy-$1.log" &
+        pids+=($!)
+        sleep 0.3
+        $cli -p "$1" ping 2>/dev/null | grep -q PONG && break
+    done
+}
+
 # A mixed cluster: the 4th node loses the command (its proxy now plays an
 # older node). auto moves the pairs with it through MIGRATE, the others with
 # RDMAMIGRATESLOTS, in the same rebalance.
-kill "${proxy_pid[$p3]}"; wait "${proxy_pid[$p3]}" 2>/dev/null
-for _ in $(seq 50); do
-    python3 tests/helpers/rdmamig-mock.py "$p3" $((p3 + 10)) "$log" nosupport \
-        2> "$dir/proxy-$p3.log" &
-    pids+=($!)
-    sleep 0.3
-    $cli -p "$p3" ping 2>/dev/null | grep -q PONG && break
-done
+replace_proxy "$p3" nosupport
 : > "$log"
 $cli --cluster rebalance 127.0.0.1:${ports[0]} > "$out" 2>&1
 rc=$?
@@ -243,15 +250,7 @@ check_clean "after the mixed rebalance"
 # A node of another protocol version (0.1.0: the command, but no
 # migration_protocol_version in INFO): auto moves the pairs with it through
 # MIGRATE. Weight 0 sends its slots back to the others.
-pkill -f "rdmamig-mock.py $p3 " 2>/dev/null
-for _ in $(seq 50); do $cli -p "$p3" ping >/dev/null 2>&1 || break; sleep 0.1; done
-for _ in $(seq 50); do
-    python3 tests/helpers/rdmamig-mock.py "$p3" $((p3 + 10)) "$log" oldversion \
-        2> "$dir/proxy-$p3.log" &
-    pids+=($!)
-    sleep 0.3
-    $cli -p "$p3" ping 2>/dev/null | grep -q PONG && break
-done
+replace_proxy "$p3" oldversion
 : > "$log"
 id3=$($cli -p "$p3" cluster myid)
 $cli --cluster rebalance 127.0.0.1:${ports[0]} --cluster-weight "$id3=0" > "$out" 2>&1
