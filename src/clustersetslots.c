@@ -152,7 +152,7 @@ static int setSlotsCheck(client *c, setSlotsAction action, clusterNode *n,
         /* An import's slots become this node's through its handover
          * only (RDMAHANDOVER, migration.c): taken now, they would be owned
          * without the keys the import may still drop. */
-        if (action != SETSLOTS_MIGRATING && migrationImportsSlot(slot)) {
+        if (action == SETSLOTS_NODE && migrationImportsSlot(slot)) {
             addReplyErrorFormat(c,
                 "Hash slot %d (in '%.*s') is being imported by a block "
                 "migration: it becomes this node's at the migration's "
@@ -357,11 +357,13 @@ void clusterSetSlotsCommand(client *c) {
     zfree(argof);
 }
 
-/* cluster.c, CLUSTER SETSLOT <slot> IMPORTING|STABLE|NODE: refused, with an
- * error replied, for a slot a block migration is importing here (see
- * setSlotsCheck). Returns 1 if it replied. */
+/* cluster.c, CLUSTER SETSLOT <slot> NODE: refused, with an error replied,
+ * for a slot a block migration is importing here (see setSlotsCheck; an
+ * IMPORTING mark, which lets ASKING clients write there, is allowed: the
+ * donor's copies win at the link). Returns 1 if it replied. */
 int clusterSetSlotImportRefused(client *c, int slot) {
-    if (!migrationImportsSlot(slot)) return 0;
+    if (c->argc < 4 || strcasecmp(c->argv[3]->ptr, "node") || !migrationImportsSlot(slot))
+        return 0;
     addReplyErrorFormat(c, "Hash slot %d is being imported by a block migration: "
         "it becomes this node's at the migration's handover "
         "(RDMAMIGRATESLOTS STATUS; CANCEL to stop it)", slot);
