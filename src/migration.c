@@ -4039,7 +4039,7 @@ void rdmaHandoverCommand(client *c) {
     /* One nodes.conf write: the new owner, the import's slots forgotten,
      * the session remembered. */
     memcpy(migImportSid, s->sid, sizeof(migImportSid));
-    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] &= ~s->bitmap[j];
+    migForgetImporting(s->bitmap);
     clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, server.cluster->myself, s->bitmap);
     serverLog(LL_NOTICE, "Slot migration: import session %s handed over: %d "
               "slots are this node's", s->sid, s->nslots);
