@@ -19,7 +19,9 @@
 #define __MIGPROTOCOL_H
 
 /* 2: RDMAHANDOVER/RDMARESOLVE name the import session; RDMAREGISTER
- * carries a checksum per block. */
-#define MIG_PROTOCOL_VERSION 2
+ * carries a checksum per block.
+ * 3: RDMAREGISTER, RDMADONE and RDMAREPLAY name the import session too
+ * (their first argument): every message after INITRDMASERVER does. */
+#define MIG_PROTOCOL_VERSION 3
 
 #endif

@@ -1183,11 +1183,13 @@ static int migDonorReplay(migSession *s, redisContext *rc) {
             j += n + 1;
             cmds++;
         }
-        sds *argv = zmalloc(sizeof(sds) * (j - first + 1));
+        sds *argv = zmalloc(sizeof(sds) * (j - first + 2));
         argv[0] = sdsnew("RDMAREPLAY");
-        memcpy(argv + 1, s->cap_args + first, sizeof(sds) * (j - first));
-        redisReply *r = migCall(s, rc, (int)(j - first + 1), argv, "RDMAREPLAY");
+        argv[1] = sdsnew(s->sid);
+        memcpy(argv + 2, s->cap_args + first, sizeof(sds) * (j - first));
+        redisReply *r = migCall(s, rc, (int)(j - first + 2), argv, "RDMAREPLAY");
         sdsfree(argv[0]);
+        sdsfree(argv[1]);
         zfree(argv);
         if (r == NULL) return -1;
         if (r->type != REDIS_REPLY_INTEGER || r->integer != cmds) {
@@ -1957,7 +1959,7 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
     if (r->type == REDIS_REPLY_ERROR) {
         /* The recipient's import has ended: say why it did. */
         char why[MIG_ERR_LEN + 32] = "";
-        if (strstr(r->str, "no import is being prepared") && !migAborting(s))
+        if (strstr(r->str, "no import session") && !migAborting(s))
             migRecipientReason(s, rc, why, sizeof(why));
         migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->host,
                 s->port, r->str, why);
@@ -2273,8 +2275,9 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         }
     }
 
-    argv = zmalloc(sizeof(sds));
+    argv = zmalloc(sizeof(sds) * 2);
     argv[argc++] = sdsnew("RDMAREGISTER");
+    argv[argc++] = sdsnew(s->sid);
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
         argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 4 * ms->nblocks));
@@ -2688,8 +2691,9 @@ static void *migDonorThread(void *arg) {
     if (migAborting(s)) { migFailAborted(s); goto fail; }
     argv = NULL;
     argc = 0;
-    argv = zmalloc(sizeof(sds));
+    argv = zmalloc(sizeof(sds) * 2);
     argv[argc++] = sdsnew("RDMADONE");
+    argv[argc++] = sdsnew(s->sid);
     migAppendRanges(s->bitmap, &argv, &argc);
     r = migCall(s, rc, argc, argv, "RDMADONE");
     migFreeArgv(argv, argc);
@@ -3798,24 +3802,42 @@ void initRdmaServerCommand(client *c) {
 }
 
 /* The recipient session of this client, or NULL after an error reply. */
-static migSession *migRecipientOf(client *c) {
+/* The import session a donor's message names (c->argv[1], as
+ * INITRDMASERVER replied it), on the connection that opened it: every
+ * message after INITRDMASERVER names its session, so one meant for an
+ * import that ended (or for another donor's) can never act on the running
+ * one. NULL, with an error the donor can report, otherwise. */
+static migSession *migRecipientSession(client *c) {
+    const char *sid = c->argv[1]->ptr;
+
     if (migCheckNode(c) == C_ERR) return NULL;
-    if (mig == NULL || mig->role != MIG_ROLE_RECIPIENT) {
-        addReplyError(c, "no import is being prepared here: INITRDMASERVER first");
+    if (mig == NULL || mig->role != MIG_ROLE_RECIPIENT || strcmp(mig->sid, sid)) {
+        addReplyErrorFormat(c, "no import session '%.40s' is running here (it "
+            "ended or never began; INITRDMASERVER opens one): the slots stay "
+            "with the donor", sid);
         return NULL;
     }
     if (mig->donor_client_id != c->id) {
-        addReplyError(c, "the import belongs to the connection that sent INITRDMASERVER");
-        return NULL;
-    }
-    if (mig->rstate == MIG_R_ROLLING_BACK || mig->error) {
-        addReplyErrorFormat(c, "the import is failing: %s", mig->error ? mig->error : "rollback");
+        addReplyErrorFormat(c, "%s must come on the connection that sent "
+            "INITRDMASERVER", (char *)c->argv[0]->ptr);
         return NULL;
     }
     return mig;
 }
 
-/* RDMAREGISTER <slot> <nkeys> <manifest-addr> <nblocks>
+/* As migRecipientSession, for the messages that feed a running import
+ * (RDMAREGISTER, RDMADONE, RDMAREPLAY): refused once it is failing. */
+static migSession *migRecipientOf(client *c) {
+    migSession *s = migRecipientSession(c);
+    if (s == NULL) return NULL;
+    if (s->rstate == MIG_R_ROLLING_BACK || s->error) {
+        addReplyErrorFormat(c, "the import is failing: %s", s->error ? s->error : "rollback");
+        return NULL;
+    }
+    return s;
+}
+
+/* RDMAREGISTER <session> <slot> <nkeys> <manifest-addr> <nblocks>
  *              [<donor-addr> <size> <bytes> <checksum>]... [<slot> ...] */
 void rdmaRegisterCommand(client *c) {
     migSession *s = migRecipientOf(c);
@@ -3825,11 +3847,11 @@ void rdmaRegisterCommand(client *c) {
         return;
     }
     /* Parse and check everything before reserving anything. */
-    int j = 1, n = 0;
+    int j = 2, n = 0;
     unsigned long long total = 0;
     unsigned char seen[CLUSTER_SLOTS / 8];
     memset(seen, 0, sizeof(seen));
-    migSlot *slots = zcalloc(sizeof(migSlot) * ((c->argc - 1) / 4 + 1));
+    migSlot *slots = zcalloc(sizeof(migSlot) * ((c->argc - 2) / 4 + 1));
     while (j < c->argc) {
         long long slot, nkeys, nblocks;
         unsigned long long maddr;
@@ -3947,7 +3969,7 @@ err:
     zfree(slots);
 }
 
-/* RDMADONE <slot|start-end>...: the transfer is over; adopt. The reply is
+/* RDMADONE <session> <slot|start-end>...: the transfer is over; adopt. The reply is
  * deferred until every key is linked (it plays PATCHANDADDDONE). */
 void rdmaDoneCommand(client *c) {
     migSession *s = migRecipientOf(c);
@@ -3955,7 +3977,7 @@ void rdmaDoneCommand(client *c) {
     int nslots;
 
     if (s == NULL) return;
-    if (migParseSlots(c, 1, c->argc, bitmap, &nslots) == C_ERR) return;
+    if (migParseSlots(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
     if (!s->reg_requested || s->reg_done != 1) {
         addReplyError(c, "RDMADONE before RDMAREGISTER completed");
         return;
@@ -4012,20 +4034,9 @@ static void migRecipientSyncAof(void) {
  * broadcast, nodes.conf fsynced before this reply leaves) and the session
  * ends. Any error reply means the slots stayed with the donor. */
 void rdmaHandoverCommand(client *c) {
-    migSession *s = mig;
-    const char *sid = c->argv[1]->ptr;
+    migSession *s = migRecipientSession(c);
 
-    if (migCheckNode(c) == C_ERR) return;
-    if (s == NULL || s->role != MIG_ROLE_RECIPIENT || strcmp(s->sid, sid)) {
-        addReplyErrorFormat(c, "no import session '%.40s' is running here (it "
-            "ended or never began): the slots stay with the donor", sid);
-        return;
-    }
-    if (s->donor_client_id != c->id) {
-        addReplyError(c, "RDMAHANDOVER must come on the connection that sent "
-                         "INITRDMASERVER");
-        return;
-    }
+    if (s == NULL) return;
     if (s->rstate != MIG_R_READY || s->error || migAborting(s)) {
         addReplyErrorFormat(c, "import session %s is %s%s%s: the slots stay "
             "with the donor", s->sid, migRStateName[s->rstate],
@@ -4104,7 +4115,7 @@ void rdmaResolveCommand(client *c) {
     }
 }
 
-/* RDMAREPLAY <argc> <arg>... [<argc> <arg>...]: the writes the donor's
+/* RDMAREPLAY <session> <argc> <arg>... [<argc> <arg>...]: the writes the donor's
  * clients made to the slots since the transfer, in the form the donor
  * propagated them, applied here in order once every key is linked and
  * before the handover. Everything is checked before anything is applied
@@ -4121,7 +4132,7 @@ void rdmaReplayCommand(client *c) {
     if (s == NULL) return;
     cmds = zmalloc(sizeof(*cmds) * c->argc);
     argcs = zmalloc(sizeof(*argcs) * c->argc);
-    for (j = 1; j < c->argc; ) {
+    for (j = 2; j < c->argc; ) {
         long long n;
         struct redisCommand *cmd;
         getKeysResult result = GETKEYS_RESULT_INIT;
@@ -4173,7 +4184,7 @@ void rdmaReplayCommand(client *c) {
     client *fc = createClient(NULL);
     fc->flags |= CLIENT_DENY_BLOCKING;
     int i = 0;
-    for (j = 1; j < c->argc; i++) {
+    for (j = 2; j < c->argc; i++) {
         int n = argcs[i];
         long long errors = server.stat_total_error_replies;
         fc->argv = zmalloc(sizeof(robj *) * n);

@@ -355,24 +355,27 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     test {RDMAREPLAY: misuse is refused with a precise error and changes nothing} {
         set h1 [srv -1 host]; set p1 [srv -1 port]
         set before [list [mg_state 0] [mg_state 1]]
-        mg_assert_err {INITRDMASERVER first} {R 1 rdmareplay 3 set k v}
-        mg_assert_err {wrong number} {R 1 rdmareplay 1}
+        mg_assert_err {no import session} {R 1 rdmareplay 0123456789abcdef 3 set k v}
+        mg_assert_err {wrong number} {R 1 rdmareplay 0123456789abcdef 1}
         set in [lindex [mg_names m:in 1 [mg_slotset 5000]] 0]
         set out [lindex [mg_names m:out 1 [mg_slotset 5001]] 0]
         set c [redis $h1 $p1 0 $::tls]
         set failed [catch {
-            $c initrdmaserver 0 5000 transport tcp timeout 10000 version 2
-            mg_assert_err {not an argument count} {$c rdmareplay 0 set $in v}
-            mg_assert_err {not an argument count} {$c rdmareplay 4 set $in v}
-            mg_assert_err {not an argument count} {$c rdmareplay x set $in v}
-            mg_assert_err {not a write command} {$c rdmareplay 2 get $in}
-            mg_assert_err {not a write command} {$c rdmareplay 2 nosuchcommand $in}
-            mg_assert_err {wrong number of arguments for 'set'} {$c rdmareplay 2 set $in}
-            mg_assert_err {names no key} {$c rdmareplay 1 flushall}
-            mg_assert_err {names a key of a slot this import does not hold} {$c rdmareplay 3 set $out v}
+            set init [$c initrdmaserver 0 5000 transport tcp timeout 10000 \
+                          version [mg_info 1 migration_protocol_version]]
+            set sid [dict get $init session]
+            mg_assert_err {connection that sent INITRDMASERVER} {R 1 rdmareplay $sid 3 set $in v}
+            mg_assert_err {not an argument count} {$c rdmareplay $sid 0 set $in v}
+            mg_assert_err {not an argument count} {$c rdmareplay $sid 4 set $in v}
+            mg_assert_err {not an argument count} {$c rdmareplay $sid x set $in v}
+            mg_assert_err {not a write command} {$c rdmareplay $sid 2 get $in}
+            mg_assert_err {not a write command} {$c rdmareplay $sid 2 nosuchcommand $in}
+            mg_assert_err {wrong number of arguments for 'set'} {$c rdmareplay $sid 2 set $in}
+            mg_assert_err {names no key} {$c rdmareplay $sid 1 flushall}
+            mg_assert_err {names a key of a slot this import does not hold} {$c rdmareplay $sid 3 set $out v}
             # The second command is bad: the first is not applied either.
-            mg_assert_err {command 2} {$c rdmareplay 3 set $in v 3 set $out v}
-            mg_assert_err {before RDMADONE} {$c rdmareplay 3 set $in v}
+            mg_assert_err {command 2} {$c rdmareplay $sid 3 set $in v 3 set $out v}
+            mg_assert_err {before RDMADONE} {$c rdmareplay $sid 3 set $in v}
         } err]
         $c close
         mg_wait_idle 1

@@ -123,6 +123,7 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
     test {INITRDMASERVER, RDMAREGISTER, RDMADONE: misuse is refused} {
         set before [list [mg_state 0] [mg_state 1]]
+        set v [mg_info 1 migration_protocol_version]
         mg_assert_err {wrong number} {R 1 initrdmaserver}
         mg_assert_err {port|integer} {R 1 initrdmaserver notaport 100}
         mg_assert_err {port} {R 1 initrdmaserver 70000 100}
@@ -131,36 +132,52 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {invalid slot} {R 1 initrdmaserver 0 frobnicate}
         mg_assert_err {at least one slot} {R 1 initrdmaserver 0 transport tcp}
         mg_assert_err {given twice} {R 1 initrdmaserver 0 100-200 150}
-        mg_assert_err {already the owner} {R 1 initrdmaserver 0 9000 version 2}
-        mg_assert_err {wrong number|INITRDMASERVER first} {R 1 rdmaregister}
-        mg_assert_err {wrong number} {R 1 rdmadone}
-        # No session (no INITRDMASERVER on this connection).
-        mg_assert_err {initrdmaserver|session|no migration|not importing|importing} \
-            {R 1 rdmaregister 100 1 4096 1 4096 65536 65536 0}
-        mg_assert_err {initrdmaserver|session|no migration|not importing|importing} {R 1 rdmadone 100}
+        mg_assert_err {already the owner} {R 1 initrdmaserver 0 9000 version $v}
+        mg_assert_err {wrong number} {R 1 rdmaregister}
+        mg_assert_err {wrong number} {R 1 rdmadone 0123456789abcdef}
+        # No session (no INITRDMASERVER anywhere).
+        mg_assert_err {no import session '0123456789abcdef'} \
+            {R 1 rdmaregister 0123456789abcdef 100 1 4096 1 4096 65536 65536 0}
+        mg_assert_err {no import session} {R 1 rdmadone 0123456789abcdef 100}
         # A replica refuses to open a data listener.
         mg_assert_err {master|replica|slave} {R 2 initrdmaserver 0 transport tcp}
         assert_equal $before [list [mg_state 0] [mg_state 1]]
 
-        # With a session: slots that are not the import's are refused. The
+        # With a session: every message names it, on the connection that
+        # opened it; slots that are not the import's are refused. The
         # session ends when its connection closes.
         set c [redis $h1 $p1 0 $::tls]
         # (The session must end whatever happens: close the connection.)
         set failed [catch {
-            set init [$c initrdmaserver 0 100-200 transport tcp timeout 10000 version 2]
-            assert_equal 2 [dict get $init version]
-            assert_match {[0-9a-f]*} [dict get $init session]
+            set init [$c initrdmaserver 0 100-200 transport tcp timeout 10000 version $v]
+            assert_equal $v [dict get $init version]
+            set sid [dict get $init session]
+            assert_match {[0-9a-f]*} $sid
             assert_equal tcp [dict get $init transport]
             assert {[dict get $init port] > 0}
             assert {[string length [dict get $init token]] > 0}
-            mg_assert_err {not part of this import} {$c rdmaregister 300 1 4096 1 4096 65536 65536 0}
-            mg_assert_err {not part of this import} {$c rdmaregister 9000 1 4096 1 4096 65536 65536 0}
-            mg_assert_err {bad address|byte count} {$c rdmaregister 100 1 4096 1 4096 65536 0 0}
-            mg_assert_err {checksum} {$c rdmaregister 100 1 4096 1 4096 65536 65536 notasum}
-            mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister 100 1 4096 2 4096 65536 65536 0}
-            mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister 16384 1 4096 1 4096 65536 65536 0}
-            mg_assert_err {before RDMAREGISTER|not those of this import} {$c rdmadone 9000}
-            mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone 16384}
+            # Another session's id (a donor's stale or stray message), and
+            # the right id from another connection: refused, the import
+            # goes on.
+            set other [string map {0 1 1 2 2 3 3 4 4 5 5 6 6 7 7 8 8 9 9 a a b b c c d d e e f f 0} $sid]
+            mg_assert_err {no import session} {$c rdmaregister $other 100 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {no import session} {$c rdmadone $other 100-200}
+            mg_assert_err {no import session} {$c rdmareplay $other 3 set k v}
+            mg_assert_err {no import session} {$c rdmahandover $other}
+            mg_assert_err {connection that sent INITRDMASERVER} {R 1 rdmaregister $sid 100 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {connection that sent INITRDMASERVER} {R 1 rdmadone $sid 100-200}
+            mg_assert_err {connection that sent INITRDMASERVER} {R 1 rdmahandover $sid}
+            assert_equal listening [dict get [R 1 rdmamigrateslots status] import_state]
+            mg_assert_err {not part of this import} {$c rdmaregister $sid 300 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {not part of this import} {$c rdmaregister $sid 9000 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {bad address|byte count} {$c rdmaregister $sid 100 1 4096 1 4096 65536 0 0}
+            mg_assert_err {checksum} {$c rdmaregister $sid 100 1 4096 1 4096 65536 65536 notasum}
+            mg_assert_err {wrong number|syntax|invalid|block} {$c rdmaregister $sid 100 1 4096 2 4096 65536 65536 0}
+            mg_assert_err {out of range|invalid|bad slot} {$c rdmaregister $sid 16384 1 4096 1 4096 65536 65536 0}
+            mg_assert_err {before RDMAREGISTER|not those of this import} {$c rdmadone $sid 9000}
+            mg_assert_err {out of range|invalid|before RDMAREGISTER} {$c rdmadone $sid 16384}
+            mg_assert_err {not ready|listening} {$c rdmahandover $sid}
+            assert_equal listening [dict get [R 1 rdmamigrateslots status] import_state]
         } err]
         $c close
         mg_wait_idle 1
@@ -197,9 +214,10 @@ start_server {tags {external:skip rdmamig}} {
         mg_assert_err {cluster} {r rdmamigrateslots 127.0.0.1 [srv 0 port] 0-100}
         mg_assert_err {cluster|no migration is running} {r rdmamigrateslots cancel}
         mg_assert_err {cluster} {r initrdmaserver 0 100}
-        mg_assert_err {cluster} {r rdmaregister 0 1 4096 1 4096 65536 65536}
-        mg_assert_err {cluster} {r rdmadone 0}
-        mg_assert_err {cluster} {r rdmareplay 3 set k v}
+        mg_assert_err {cluster} {r rdmaregister 0123456789abcdef 0 1 4096 1 4096 65536 65536 0}
+        mg_assert_err {cluster} {r rdmadone 0123456789abcdef 0}
+        mg_assert_err {cluster} {r rdmareplay 0123456789abcdef 3 set k v}
+        mg_assert_err {cluster} {r rdmahandover 0123456789abcdef}
         assert_equal v [r get k]
     }
 }
