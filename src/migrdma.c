@@ -225,42 +225,7 @@ static int migRdmaGetEvent(struct rdma_event_channel *ec, int64_t deadline,
     }
 }
 
-/* ========================= Listener and usability ======================== */
-
-int migRdmaUsableImpl(const char *bindaddr, char *err) {
-    struct rdma_event_channel *ec = NULL;
-    struct rdma_cm_id *id = NULL;
-    struct sockaddr_storage ss;
-    int ok = 0;
-
-    if (!migRdmaHaveDevice(err)) return 0;
-    if (bindaddr == NULL || *bindaddr == '\0') {
-        migSetError(err, "rdma: no bind address given (rdma-bind): cannot "
-                    "tell which RDMA device to use");
-        return 0;
-    }
-    if (migRdmaSockaddr(bindaddr, 0, &ss, err, "bind address")) return 0;
-    ec = rdma_create_event_channel();
-    if (ec == NULL || rdma_create_id(ec, &id, NULL, RDMA_PS_TCP)) {
-        migSetError(err, "rdma: rdma_cm unavailable: %s", strerror(errno));
-        goto out;
-    }
-    if (rdma_bind_addr(id, (struct sockaddr *)&ss)) {
-        migSetError(err, "rdma: cannot bind to %s: %s", bindaddr,
-                    strerror(errno));
-        goto out;
-    }
-    if (id->verbs == NULL) {
-        migSetError(err, "rdma: %s is not an address of an RDMA device",
-                    bindaddr);
-        goto out;
-    }
-    ok = 1;
-out:
-    if (id) rdma_destroy_id(id);
-    if (ec) rdma_destroy_event_channel(ec);
-    return ok;
-}
+/* ================================ Listener ================================ */
 
 int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err) {
     struct sockaddr_storage ss;

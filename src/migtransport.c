@@ -159,16 +159,6 @@ static const char *migNoRdma = "rdma: this build has no RDMA support "
     "(built with BUILD_RDMA=no, or without libibverbs-dev/librdmacm-dev)";
 #endif
 
-int migRdmaUsable(const char *bindaddr, char *err) {
-#ifdef USE_RDMA
-    return migRdmaUsableImpl(bindaddr, err);
-#else
-    (void)bindaddr;
-    migSetError(err, "%s", migNoRdma);
-    return 0;
-#endif
-}
-
 int migGenerateToken(char tok[MIG_TOKEN_LEN + 1], char *err) {
     unsigned char raw[MIG_TOKEN_LEN / 2];
     size_t got = 0;

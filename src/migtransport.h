@@ -172,9 +172,6 @@ int migParseKind(const char *s, migKind *kind);
 int migGenerateToken(char tok[MIG_TOKEN_LEN + 1], char *err);
 /* 1 if this build has the RDMA transport compiled in. */
 int migRdmaCompiled(void);
-/* 1 if bindaddr is an address of an RDMA device this process can bind
- * (rdma_bind_addr succeeds and lands on a device), 0 if not (err says why). */
-int migRdmaUsable(const char *bindaddr, char *err);
 
 /* ------------------------------ Recipient ------------------------------- */
 migListener *migListen(migKind kind, const char *bindaddr, int port,
@@ -353,7 +350,6 @@ migConn *migNewConn(migKind kind, int donor, int timeoutMs);
 void migFreeConnCommon(migConn *c);
 
 #ifdef USE_RDMA
-int migRdmaUsableImpl(const char *bindaddr, char *err);
 int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err);
 migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err);
 void migRdmaCloseListener(migListener *l);

@@ -116,10 +116,6 @@ int slotWatchTakeChanged(int slot) {
     return 1;
 }
 
-int slotFreezeActive(void) {
-    return sf.nslots != 0;
-}
-
 /* Whether the keys of this slot are frozen (a relaxed freeze leaves them
  * alone). */
 int slotFreezeIsFrozen(int slot) {

@@ -18,7 +18,6 @@ void slotFreeze(const unsigned char *slots, long long max_ms);
 long long slotThaw(void);
 long long slotFreezeRelax(void);
 long long slotFreezeRelaxSlots(const unsigned char *slots);
-int slotFreezeActive(void);
 int slotFreezeIsFrozen(int slot);
 int slotFreezeKeyIsFrozen(sds key);
 int slotFreezeKeepsBytes(sds key);
