@@ -251,6 +251,82 @@ typedef struct migSlot {
      * adopted one, none with a value in the heap, every block adopted). */
 } migSlot;
 
+/* The donor's part of a session (s->d; zero on a recipient). */
+typedef struct migDonorState {
+    client *caller;
+    char host[NET_IP_STR_LEN];
+    int port;
+    char target[CLUSTER_NAMELEN];
+    sds user, pass;
+    migMainFn *job;                 /* Main thread job the thread waits on. */
+    int job_result, job_done;
+    int delete_stage;               /* See migDonorDeleteSlice. */
+    long long stage_start_ms;
+    int handed_over;
+    /* Donor, from the end of the transfer to the replay: the commands that
+     * writes to the slots propagated, as "<argc>" then the arguments. */
+    int capturing;
+    int *sent_order;                /* Donor thread: indexes of s->slots in
+                                     * the order they left whole... */
+    int slots_sent;                 /* ...the first slots_sent of them
+                                     * (release/acquire atomic). */
+    uint64_t wanted[CLUSTER_SLOTS / 64]; /* Main: slots a command waits for
+                                     * (atomic bits; the thread sends
+                                     * them next). */
+    int slots_relaxed;              /* Main: sent_order[0..n) relaxed. */
+    int nslots_relaxed;             /* Main: slots of the bitmap relaxed. */
+    long long freeze_start_ms;      /* The prepare's freeze began. */
+    sds *cap_args;
+    size_t cap_nargs, cap_size, cap_bytes;
+    long long cap_cmds;
+    int cap_full;                   /* MIG_CAPTURE_MAX_BYTES reached. */
+    dict *dirty_keys;               /* The keys those commands name. */
+    long long keep_frozen_ms;       /* Donor: see migDonorKeepFrozenSlice. */
+    int handover_begun;             /* Donor: RDMAHANDOVER may be on its way:
+                                     * CANCEL is refused (under s->lock). */
+    redisAtomic int resolving;      /* Donor: the handover's reply was lost;
+                                     * asking the recipient (STATUS). */
+} migDonorState;
+
+/* The recipient's part of a session (s->r; zero on a donor). */
+typedef struct migRecipientState {
+    uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
+    migListener *listener;
+    migConn *conn;
+    int reg_requested, reg_done;    /* RDMAREGISTER handed to the thread. */
+    void **reg_addrs;
+    uint64_t *reg_lens;
+    uint64_t *reg_expect;           /* Bytes the donor sends into each. */
+    int *reg_slot;                  /* Index in s->slots of each. */
+    /* The patcher thread (migRecipientPatcher) and its queue of s->slots
+     * indexes whose blocks are whole; under s->lock. */
+    pthread_t patcher;
+    int patcher_started;
+    int *patch_queue;
+    int patch_queued;
+    int patch_closed;               /* Nothing more comes... */
+    int patch_stop;                 /* ...or stop now: the import failed. */
+    int patch_failed;               /* The patcher failed: patch_err. */
+    int patch_overlap;              /* Slots go to it during the transfer. */
+    char patch_err[MIG_ERR_LEN];
+    uint32_t reg_n;
+    migBlockDesc *reg_desc;
+    client *reg_client;
+    int done_requested, patched;    /* RDMADONE handed to the thread. */
+    int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
+    client *done_client;
+    int link_cursor;
+    int rstate;                     /* MIG_R_*: see migRecipientTo. */
+    int rb_stage;                   /* See migRecipientRollbackSlice. */
+    long long rb_dropped;
+    redisAtomic long long peers_refused; /* Recipient: strangers its data
+                                     * listener dropped (atomic). */
+} migRecipientState;
+
+/* One migration, in either role: what both roles use, then the donor's
+ * part (d) and the recipient's (r). Both parts are always there (not a
+ * union): some code reads the other role's fields on any session (a
+ * client unblocked, STATUS, CANCEL, INFO), and finds them zero. */
 typedef struct migSession {
     int role;
     volatile int phase;
@@ -281,6 +357,12 @@ typedef struct migSession {
     long long manifests_stale;      /* Donor: kept but found stale (DEBUG
                                      * MIGRATION-DELAY watch; a bug). */
     long long prepare_frozen_ms;    /* Donor: the prepare's frozen part. */
+    long long pause_slot_ms;        /* Donor: sum over the slots of how long
+                                     * each was frozen by the prepare's
+                                     * freeze. */
+    long long pause_first_ms;       /* Donor: the longest of those (the
+                                     * freeze). */
+    long long writes_replayed;      /* Both: commands applied by RDMAREPLAY. */
     migStats tstats;
     /* Threads. */
     pthread_t thread;
@@ -289,16 +371,8 @@ typedef struct migSession {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     int rc_fd, data_fd;             /* To interrupt blocking I/O on cancel. */
-    /* Donor. */
-    client *caller;
-    char host[NET_IP_STR_LEN];
-    int port;
-    char target[CLUSTER_NAMELEN];
-    sds user, pass;
-    migMainFn *job;                 /* Main thread job the thread waits on. */
-    int job_result, job_done;
-    int stage, cursor;              /* Progress of the current job. */
-    int delete_stage;               /* See migDonorDeleteSlice. */
+    int stage, cursor;              /* Progress of the current job (the
+                                     * donor's, or the recipient's rollback). */
     /* migration-thread-priority auto (migPriorityWatch). */
     redisAtomic int tid;            /* The thread's kernel id (atomic). */
     redisAtomic int tid2;           /* Recipient: its patcher's (atomic). */
@@ -309,71 +383,12 @@ typedef struct migSession {
     unsigned long long watch_cpu2_ns, watch_wait2_ns; /* The patcher's. */
     redisAtomic int *lazyfree_barrier; /* Delete, rollback: set by the lazyfree
                                      * thread (migLazyfreeBarrierPassed). */
-    long long stage_start_ms;
-    int handed_over;
-    /* Donor, from the end of the transfer to the replay: the commands that
-     * writes to the slots propagated, as "<argc>" then the arguments. */
-    int capturing;
-    int *sent_order;                /* Donor thread: indexes of s->slots in
-                                     * the order they left whole... */
-    int slots_sent;                 /* ...the first slots_sent of them
-                                     * (release/acquire atomic). */
-    uint64_t wanted[CLUSTER_SLOTS / 64]; /* Main: slots a command waits for
-                                     * (atomic bits; the thread sends
-                                     * them next). */
-    int slots_relaxed;              /* Main: sent_order[0..n) relaxed. */
-    int nslots_relaxed;             /* Main: slots of the bitmap relaxed. */
-    long long freeze_start_ms;      /* The prepare's freeze began. */
-    long long pause_slot_ms;        /* Sum over the slots of how long each
-                                     * was frozen by the prepare's freeze. */
-    long long pause_first_ms;       /* The longest of those (the freeze). */
-    sds *cap_args;
-    size_t cap_nargs, cap_size, cap_bytes;
-    long long cap_cmds;
-    int cap_full;                   /* MIG_CAPTURE_MAX_BYTES reached. */
-    dict *dirty_keys;               /* The keys those commands name. */
-    long long writes_replayed;      /* Both: commands applied by RDMAREPLAY. */
     /* Both: the import session's id, made by the recipient at
      * INITRDMASERVER; every later message that could end the import
      * (RDMAHANDOVER, RDMARESOLVE) names it. "" until known. */
     char sid[MIG_TOKEN_LEN + 1];
-    redisAtomic long long peers_refused; /* Recipient: strangers its data
-                                     * listener dropped (atomic). */
-    long long keep_frozen_ms;       /* Donor: see migDonorKeepFrozenSlice. */
-    int handover_begun;             /* Donor: RDMAHANDOVER may be on its way:
-                                     * CANCEL is refused (under s->lock). */
-    redisAtomic int resolving;      /* Donor: the handover's reply was lost;
-                                     * asking the recipient (STATUS). */
-    /* Recipient. */
-    uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
-    migListener *listener;
-    migConn *conn;
-    int reg_requested, reg_done;    /* RDMAREGISTER handed to the thread. */
-    void **reg_addrs;
-    uint64_t *reg_lens;
-    uint64_t *reg_expect;           /* Bytes the donor sends into each. */
-    int *reg_slot;                  /* Index in s->slots of each. */
-    /* The patcher thread (migRecipientPatcher) and its queue of s->slots
-     * indexes whose blocks are whole; under s->lock. */
-    pthread_t patcher;
-    int patcher_started;
-    int *patch_queue;
-    int patch_queued;
-    int patch_closed;               /* Nothing more comes... */
-    int patch_stop;                 /* ...or stop now: the import failed. */
-    int patch_failed;               /* The patcher failed: patch_err. */
-    int patch_overlap;              /* Slots go to it during the transfer. */
-    char patch_err[MIG_ERR_LEN];
-    uint32_t reg_n;
-    migBlockDesc *reg_desc;
-    client *reg_client;
-    int done_requested, patched;    /* RDMADONE handed to the thread. */
-    int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
-    client *done_client;
-    int link_cursor;
-    int rstate;                     /* MIG_R_*: see migRecipientTo. */
-    int rb_stage;                   /* See migRecipientRollbackSlice. */
-    long long rb_dropped;
+    migDonorState d;                /* Donor. */
+    migRecipientState r;            /* Recipient. */
 } migSession;
 
 static migSession *mig = NULL;      /* The running migration, if any. */
@@ -515,8 +530,8 @@ static void migRecipientTo(migSession *s, int to) {
         [MIG_R_OWNED] = 0,
         [MIG_R_ROLLING_BACK] = 0,
     };
-    serverAssert(s->role == MIG_ROLE_RECIPIENT && (allowed[s->rstate] & (1u << to)));
-    s->rstate = to;
+    serverAssert(s->role == MIG_ROLE_RECIPIENT && (allowed[s->r.rstate] & (1u << to)));
+    s->r.rstate = to;
 }
 
 /* A session id as INITRDMASERVER makes them: MIG_TOKEN_LEN lowercase hex
@@ -638,12 +653,12 @@ static void migEndSession(migSession *s, int last) {
             migPhaseName[s->error_phase], s->error ? s->error : "?");
 
     if (s->role == MIG_ROLE_RECIPIENT) {
-        if (s->peers_refused)
+        if (s->r.peers_refused)
             serverLog(LL_WARNING, "Slot migration: the data listener dropped %lld "
-                      "connections that were not the donor's", s->peers_refused);
-        migLast.peers_refused += s->peers_refused;
+                      "connections that were not the donor's", s->r.peers_refused);
+        migLast.peers_refused += s->r.peers_refused;
         memcpy(migLast.import_sid, s->sid, sizeof(s->sid));
-        migLast.import_owned = s->rstate == MIG_R_OWNED;
+        migLast.import_owned = s->r.rstate == MIG_R_OWNED;
         /* The import's slots were pinned (initRdmaServerCommand):
          * now compaction may have them. It relocates the values that
          * came as DUMP payloads or were written by the replay (placed
@@ -658,16 +673,16 @@ static void migEndSession(migSession *s, int last) {
         if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
     }
     zfree(s->slots);
-    zfree(s->sent_order);
+    zfree(s->d.sent_order);
     migCaptureFree(s);
-    zfree(s->reg_addrs);
-    zfree(s->reg_lens);
-    zfree(s->reg_expect);
-    zfree(s->reg_slot);
-    zfree(s->patch_queue);
-    zfree(s->reg_desc);
-    sdsfree(s->user);
-    sdsfree(s->pass);
+    zfree(s->r.reg_addrs);
+    zfree(s->r.reg_lens);
+    zfree(s->r.reg_expect);
+    zfree(s->r.reg_slot);
+    zfree(s->r.patch_queue);
+    zfree(s->r.reg_desc);
+    sdsfree(s->d.user);
+    sdsfree(s->d.pass);
     sdsfree(s->error);
     pthread_mutex_destroy(&s->lock);
     pthread_cond_destroy(&s->cond);
@@ -735,11 +750,11 @@ static void migBlock(client *c) {
 static int migRunOnMain(migSession *s, migMainFn *fn) {
     int r;
     pthread_mutex_lock(&s->lock);
-    s->job = fn;
-    s->job_done = 0;
-    s->stage = s->cursor = s->delete_stage = 0;
-    while (!s->job_done) pthread_cond_wait(&s->cond, &s->lock);
-    r = s->job_result;
+    s->d.job = fn;
+    s->d.job_done = 0;
+    s->stage = s->cursor = s->d.delete_stage = 0;
+    while (!s->d.job_done) pthread_cond_wait(&s->cond, &s->lock);
+    r = s->d.job_result;
     pthread_mutex_unlock(&s->lock);
     return r;
 }
@@ -748,16 +763,16 @@ static int migRunOnMain(migSession *s, migMainFn *fn) {
 static int migRunJobSlice(migSession *s) {
     migMainFn *fn;
     pthread_mutex_lock(&s->lock);
-    fn = s->job_done ? NULL : s->job;
+    fn = s->d.job_done ? NULL : s->d.job;
     pthread_mutex_unlock(&s->lock);
     if (fn == NULL) return 0;
     int r = fn(s);
     if (r == MIG_SLICE_MORE) return 1;
     if (r == MIG_SLICE_WAIT) return 0;
     pthread_mutex_lock(&s->lock);
-    s->job = NULL;
-    s->job_result = r;
-    s->job_done = 1;
+    s->d.job = NULL;
+    s->d.job_result = r;
+    s->d.job_done = 1;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return 1;
@@ -961,26 +976,26 @@ static dictType migDirtyKeysDictType = {
 
 /* The recorded commands (not the dirty keys, which the delete needs). */
 static void migCaptureFreeArgs(migSession *s) {
-    for (size_t j = 0; j < s->cap_nargs; j++) sdsfree(s->cap_args[j]);
-    zfree(s->cap_args);
-    s->cap_args = NULL;
-    s->cap_nargs = s->cap_size = s->cap_bytes = 0;
+    for (size_t j = 0; j < s->d.cap_nargs; j++) sdsfree(s->d.cap_args[j]);
+    zfree(s->d.cap_args);
+    s->d.cap_args = NULL;
+    s->d.cap_nargs = s->d.cap_size = s->d.cap_bytes = 0;
 }
 
 static void migCaptureFree(migSession *s) {
     migCaptureFreeArgs(s);
-    if (s->dirty_keys) dictRelease(s->dirty_keys);
-    s->dirty_keys = NULL;
-    s->capturing = 0;
+    if (s->d.dirty_keys) dictRelease(s->d.dirty_keys);
+    s->d.dirty_keys = NULL;
+    s->d.capturing = 0;
 }
 
 static void migCaptureAppend(migSession *s, sds arg) {
-    if (s->cap_nargs == s->cap_size) {
-        s->cap_size = s->cap_size ? s->cap_size * 2 : 1024;
-        s->cap_args = zrealloc(s->cap_args, sizeof(sds) * s->cap_size);
+    if (s->d.cap_nargs == s->d.cap_size) {
+        s->d.cap_size = s->d.cap_size ? s->d.cap_size * 2 : 1024;
+        s->d.cap_args = zrealloc(s->d.cap_args, sizeof(sds) * s->d.cap_size);
     }
-    s->cap_args[s->cap_nargs++] = arg;
-    s->cap_bytes += sdslen(arg) + sizeof(sds) + 8;
+    s->d.cap_args[s->d.cap_nargs++] = arg;
+    s->d.cap_bytes += sdslen(arg) + sizeof(sds) + 8;
 }
 
 /* The s->slots entry of a slot (binary search; NULL: the slot had no key
@@ -1010,7 +1025,7 @@ static void migCaptureFail(migSession *s, const char *what, const char *cmd) {
  * replication stream's deterministic form (an expiry is a DEL, INCRBYFLOAT
  * a SET, a script its effects), and their keys join the dirty set. */
 int migrationCapturing(void) {
-    return mig != NULL && mig->capturing;
+    return mig != NULL && mig->d.capturing;
 }
 
 void migrationPropagated(int dbid, robj **argv, int argc, int target) {
@@ -1019,7 +1034,7 @@ void migrationPropagated(int dbid, robj **argv, int argc, int target) {
     struct redisCommand *cmd;
     int numkeys, mine = 0, others = 0;
 
-    if (s == NULL || !s->capturing || !(target & PROPAGATE_REPL) || argc < 1) return;
+    if (s == NULL || !s->d.capturing || !(target & PROPAGATE_REPL) || argc < 1) return;
     cmd = lookupCommand(argv, argc);
     if (cmd && (cmd->proc == multiCommand || cmd->proc == execCommand ||
                 cmd->proc == selectCommand || cmd->proc == pingCommand)) return;
@@ -1050,24 +1065,24 @@ void migrationPropagated(int dbid, robj **argv, int argc, int target) {
         migCaptureAppend(s, sdsdup(a->ptr));
         decrRefCount(a);
     }
-    s->cap_cmds++;
+    s->d.cap_cmds++;
     for (int j = 0; j < numkeys; j++) {
         robj *k = getDecodedObject(argv[result.keys[j].pos]);
         migSlot *ms = migSlotFind(s, keyHashSlot(k->ptr, (int)sdslen(k->ptr)));
         if (ms) ms->dirty++;
-        if (dictFind(s->dirty_keys, k->ptr) == NULL)
-            dictAdd(s->dirty_keys, sdsdup(k->ptr), NULL);
+        if (dictFind(s->d.dirty_keys, k->ptr) == NULL)
+            dictAdd(s->d.dirty_keys, sdsdup(k->ptr), NULL);
         decrRefCount(k);
     }
     getKeysFreeResult(&result);
-    if (s->cap_bytes > MIG_CAPTURE_MAX_BYTES && !s->cap_full) {
+    if (s->d.cap_bytes > MIG_CAPTURE_MAX_BYTES && !s->d.cap_full) {
         /* Bounded memory: the keys freeze again until the handover (and
          * what is recorded so far is replayed). */
         serverLog(LL_WARNING, "Slot migration: %lld writes (%zu bytes) recorded "
             "since the transfer: the slots' writes wait until the handover",
-            s->cap_cmds, s->cap_bytes);
+            s->d.cap_cmds, s->d.cap_bytes);
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
-        s->cap_full = 1;
+        s->d.cap_full = 1;
         s->pause_first_ms = 0;      /* migWritePauseMean: write_pause_ms. */
     }
 }
@@ -1075,11 +1090,11 @@ void migrationPropagated(int dbid, robj **argv, int argc, int target) {
 /* Relax the freeze of these slots (a bitmap, main thread), counting how
  * long each was held; once none is left frozen, the freeze as a whole. */
 static void migDonorRelax(migSession *s, const unsigned char *bitmap, int n) {
-    long long held = mstime() - s->freeze_start_ms, lasted;
+    long long held = mstime() - s->d.freeze_start_ms, lasted;
 
     lasted = n ? slotFreezeRelaxSlots(bitmap) : 0;
     s->pause_slot_ms += (long long)n * held;
-    s->nslots_relaxed += n;
+    s->d.nslots_relaxed += n;
     if (lasted) {
         s->write_pause_ms += lasted;
         s->pause_first_ms = lasted;
@@ -1096,8 +1111,8 @@ static void migDonorCaptureBegin(migSession *s) {
     int n = 0;
 
     if (!server.migration_write_replay) return;
-    s->dirty_keys = dictCreate(&migDirtyKeysDictType);
-    s->capturing = 1;
+    s->d.dirty_keys = dictCreate(&migDirtyKeysDictType);
+    s->d.capturing = 1;
     memset(empty, 0, sizeof(empty));
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         if (migSlotIsSet(s->bitmap, slot) && migSlotFind(s, slot) == NULL) {
@@ -1109,7 +1124,7 @@ static void migDonorCaptureBegin(migSession *s) {
 }
 
 /* Transfer (main thread, from the timer): the slots whose bytes have all
- * left (the donor thread's s->sent_order; a TCP send returned, or the RDMA
+ * left (the donor thread's s->d.sent_order; a TCP send returned, or the RDMA
  * WRITEs completed) take writes again, recorded like the rest, so a slot
  * sent first does not wait for the last one. Not once recording stopped
  * (too much recorded, a write no replay can reproduce, a failure). */
@@ -1117,22 +1132,22 @@ static void migDonorRelaxSent(migSession *s) {
     unsigned char bitmap[CLUSTER_SLOTS / 8];
     int sent;
 
-    sent = __atomic_load_n(&s->slots_sent, __ATOMIC_ACQUIRE);
-    if (sent <= s->slots_relaxed || !s->capturing || s->cap_full || s->error) return;
+    sent = __atomic_load_n(&s->d.slots_sent, __ATOMIC_ACQUIRE);
+    if (sent <= s->d.slots_relaxed || !s->d.capturing || s->d.cap_full || s->error) return;
     memset(bitmap, 0, sizeof(bitmap));
-    for (int i = s->slots_relaxed; i < sent; i++) {
-        int slot = s->slots[s->sent_order[i]].slot;
+    for (int i = s->d.slots_relaxed; i < sent; i++) {
+        int slot = s->slots[s->d.sent_order[i]].slot;
         bitmap[slot >> 3] |= 1 << (slot & 7);
     }
-    migDonorRelax(s, bitmap, sent - s->slots_relaxed);
-    s->slots_relaxed = sent;
+    migDonorRelax(s, bitmap, sent - s->d.slots_relaxed);
+    s->d.slots_relaxed = sent;
 }
 
 /* 4b, after the transfer (main thread): the slots not relaxed yet take
  * writes again, recorded. */
 static int migDonorCaptureSlice(migSession *s) {
-    if (!s->capturing || s->cap_full || s->error) return 0;
-    migDonorRelax(s, s->bitmap, s->nslots - s->nslots_relaxed);
+    if (!s->d.capturing || s->d.cap_full || s->error) return 0;
+    migDonorRelax(s, s->bitmap, s->nslots - s->d.nslots_relaxed);
     return 0;
 }
 
@@ -1152,19 +1167,19 @@ static long long migWritePauseMean(migSession *s) {
 /* 6a, once the recipient linked every key (main thread): freeze the slots
  * again and stop recording; what was recorded is the donor thread's now. */
 static int migDonorReplayBeginSlice(migSession *s) {
-    if (s->capturing) {
+    if (s->d.capturing) {
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
-        s->capturing = 0;
+        s->d.capturing = 0;
     }
     return s->error ? -1 : 0;
 }
 
-/* 6 (main thread): the slots stay frozen for s->keep_frozen_ms more at
+/* 6 (main thread): the slots stay frozen for s->d.keep_frozen_ms more at
  * least, whatever the migration's deadline: while the handover's outcome
  * is unknown, a write acknowledged here could be lost (the freeze's own
  * deadline would otherwise thaw them, slotFreezeCron). */
 static int migDonorKeepFrozenSlice(migSession *s) {
-    slotFreeze(s->bitmap, s->keep_frozen_ms);
+    slotFreeze(s->bitmap, s->d.keep_frozen_ms);
     return 0;
 }
 
@@ -1173,20 +1188,20 @@ static int migDonorKeepFrozenSlice(migSession *s) {
 static int migDonorReplay(migSession *s, redisContext *rc) {
     size_t j = 0;
 
-    while (j < s->cap_nargs) {
+    while (j < s->d.cap_nargs) {
         size_t first = j, bytes = 0;
         long long cmds = 0;
-        while (j < s->cap_nargs && (cmds == 0 || (bytes < MIG_REPLAY_BATCH_BYTES &&
+        while (j < s->d.cap_nargs && (cmds == 0 || (bytes < MIG_REPLAY_BATCH_BYTES &&
                                                   j - first < MIG_REPLAY_BATCH_ARGS))) {
-            long long n = strtoll(s->cap_args[j], NULL, 10);
-            for (long long k = 0; k <= n; k++) bytes += sdslen(s->cap_args[j + k]);
+            long long n = strtoll(s->d.cap_args[j], NULL, 10);
+            for (long long k = 0; k <= n; k++) bytes += sdslen(s->d.cap_args[j + k]);
             j += n + 1;
             cmds++;
         }
         sds *argv = zmalloc(sizeof(sds) * (j - first + 2));
         argv[0] = sdsnew("RDMAREPLAY");
         argv[1] = sdsnew(s->sid);
-        memcpy(argv + 2, s->cap_args + first, sizeof(sds) * (j - first));
+        memcpy(argv + 2, s->d.cap_args + first, sizeof(sds) * (j - first));
         redisReply *r = migCall(s, rc, (int)(j - first + 2), argv, "RDMAREPLAY");
         sdsfree(argv[0]);
         sdsfree(argv[1]);
@@ -1207,7 +1222,7 @@ static int migDonorReplay(migSession *s, redisContext *rc) {
 /* Delete: whether a key was named by a recorded write (then its memory may
  * lie outside the slot's blocks, and it is freed, not just unlinked). */
 static int migKeyIsDirty(migSession *s, sds key) {
-    return s->dirty_keys && dictSize(s->dirty_keys) && dictFind(s->dirty_keys, key) != NULL;
+    return s->d.dirty_keys && dictSize(s->d.dirty_keys) && dictFind(s->d.dirty_keys, key) != NULL;
 }
 
 /* One step of the manifest of slot ms (begun if need be). Returns 1 if
@@ -1343,7 +1358,7 @@ static int migDonorPrepareStep(migSession *s) {
     case 2: {
         if (s->cursor == s->nmig) {
             s->stage = 3;
-            s->stage_start_ms = mstime();
+            s->d.stage_start_ms = mstime();
             if (migDelayWatchMs > 0)
                 serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY watch: "
                     "the manifests of %d slots built, writes flowing; waiting %lld "
@@ -1367,10 +1382,10 @@ static int migDonorPrepareStep(migSession *s) {
         break;
     }
     case 3:
-        if (migDelayWatchMs > 0 && mstime() - s->stage_start_ms < migDelayWatchMs)
+        if (migDelayWatchMs > 0 && mstime() - s->d.stage_start_ms < migDelayWatchMs)
             return MIG_SLICE_WAIT;
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
-        s->freeze_start_ms = mstime();
+        s->d.freeze_start_ms = mstime();
         s->stage = 4;
         break;
     case 4:
@@ -1413,7 +1428,7 @@ static int migDonorPrepareStep(migSession *s) {
             }
             zfree(bi);
         }
-        s->prepare_frozen_ms = mstime() - s->freeze_start_ms;
+        s->prepare_frozen_ms = mstime() - s->d.freeze_start_ms;
         migDonorCaptureBegin(s);
         return 0;
     }
@@ -1441,18 +1456,18 @@ static int migDonorPrepareSlice(migSession *s) {
 static void migGiveSlots(const unsigned char *bitmap);
 
 static int migDonorHandoverSlice(migSession *s) {
-    clusterNode *n = clusterLookupNode(s->target, CLUSTER_NAMELEN);
+    clusterNode *n = clusterLookupNode(s->d.target, CLUSTER_NAMELEN);
     if (n == NULL) {
         /* The recipient was forgotten meanwhile: it owns the slots all the
          * same (it said so); the cluster bus will tell us. */
         serverLog(LL_WARNING, "Slot migration: recipient %.40s is no longer "
-            "known here; its claim will arrive through the cluster bus", s->target);
+            "known here; its claim will arrive through the cluster bus", s->d.target);
     } else {
         clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, n, s->bitmap);
     }
     /* Saved in nodes.conf with the new owner (same write, fsynced). */
     migGiveSlots(s->bitmap);
-    s->handed_over = 1;
+    s->d.handed_over = 1;
     s->write_pause_ms += slotThaw();
     migHeldStats(s);
     migCaptureFreeArgs(s);
@@ -1511,12 +1526,12 @@ static int migDonorDeleteSlice(migSession *s) {
     if (migClientsPaused()) return MIG_SLICE_WAIT;
     elapsedStart(&start);
     latencyStartMonitor(lat);
-    if (s->delete_stage == 0 && server.masterhost) {
+    if (s->d.delete_stage == 0 && server.masterhost) {
         serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
                   "its full sync replaces the keys left to delete");
-        s->delete_stage = 1;
+        s->d.delete_stage = 1;
     }
-    if (s->delete_stage == 0) {
+    if (s->d.delete_stage == 0) {
         /* s->cursor walks the slots, s->stage the s->slots entries (in
          * slot order; slots without an entry had no keys). */
         prev_core = migPropagateBegin();
@@ -1558,13 +1573,13 @@ static int migDonorDeleteSlice(migSession *s) {
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
         migPropagateEnd(prev_core);
-        if (s->cursor == CLUSTER_SLOTS) s->delete_stage = 1;
+        if (s->cursor == CLUSTER_SLOTS) s->d.delete_stage = 1;
     }
-    if (s->delete_stage == 1 && migLazyfreeBarrierPassed(s, 0)) {
-        s->delete_stage = 2;
+    if (s->d.delete_stage == 1 && migLazyfreeBarrierPassed(s, 0)) {
+        s->d.delete_stage = 2;
         s->stage = 0;
     }
-    if (s->delete_stage == 2) {
+    if (s->d.delete_stage == 2) {
         while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->stage++];
             if (!ms->bulk) {
@@ -1579,25 +1594,25 @@ static int migDonorDeleteSlice(migSession *s) {
                            "deleted (this node became a replica); its blocks "
                            "stay", ms->slot);
         }
-        if (s->stage == s->nmig) s->delete_stage = 3;
+        if (s->stage == s->nmig) s->d.delete_stage = 3;
     }
     /* The blocks' pages go back to the OS on the lazyfree thread; the
      * delete (and the reply) ends when they have. */
-    if (s->delete_stage == 3 && migLazyfreeBarrierPassed(s, 1)) {
+    if (s->d.delete_stage == 3 && migLazyfreeBarrierPassed(s, 1)) {
         migDonorFreeManifests(s);   /* Those a replica left. */
         migUnpinAll(s);
         more = 0;
     }
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-delete-slice", lat);
-    if (more && (s->delete_stage == 1 || s->delete_stage == 3)) return MIG_SLICE_WAIT;
+    if (more && (s->d.delete_stage == 1 || s->d.delete_stage == 3)) return MIG_SLICE_WAIT;
     return more;
 }
 
 /* Whether this node's view says the recipient owns every slot (its claim
  * came through the cluster bus). */
 static int migDonorOwnerSlice(migSession *s) {
-    clusterNode *n = clusterLookupNode(s->target, CLUSTER_NAMELEN);
+    clusterNode *n = clusterLookupNode(s->d.target, CLUSTER_NAMELEN);
     if (n == NULL) return -1;
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
         if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != n) return -1;
@@ -1888,11 +1903,11 @@ static uint64_t migChunkBytes(long long limit) {
     return c > (uint64_t)MIG_WRITE_CHUNK ? (uint64_t)MIG_WRITE_CHUNK : c;
 }
 
-/* 1 if a command waits to write to a slot of the transfer (s->wanted; the
+/* 1 if a command waits to write to a slot of the transfer (s->d.wanted; the
  * bits stay for migNextWantedSlot to take). */
 static int migAnyWanted(migSession *s) {
     for (int w = 0; w < CLUSTER_SLOTS / 64; w++)
-        if (__atomic_load_n(&s->wanted[w], __ATOMIC_RELAXED)) return 1;
+        if (__atomic_load_n(&s->d.wanted[w], __ATOMIC_RELAXED)) return 1;
     return 0;
 }
 
@@ -1912,7 +1927,7 @@ static void migPace(migSession *s, migPacer *p, int urgent) {
     long long now = ustime();
     /* migrationSlotWanted wakes us (s->cond) when a command starts to
      * wait; under s->lock, so that the wake-up cannot come between the
-     * look at s->wanted and the wait. */
+     * look at s->d.wanted and the wait. */
     pthread_mutex_lock(&s->lock);
     while (now < due && !migAborting(s) && !migAnyWanted(s) &&
            migBandwidthLimit() == limit) {
@@ -1953,7 +1968,7 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
     if (r == NULL) {
         if (migAborting(s)) migFailAborted(s);
         else migFail(s, "%s: connection to the recipient %s:%d lost: %s",
-                     what, s->host, s->port, rc->errstr);
+                     what, s->d.host, s->d.port, rc->errstr);
         return NULL;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -1961,8 +1976,8 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
         char why[MIG_ERR_LEN + 32] = "";
         if (strstr(r->str, "no import session") && !migAborting(s))
             migRecipientReason(s, rc, why, sizeof(why));
-        migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->host,
-                s->port, r->str, why);
+        migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->d.host,
+                s->d.port, r->str, why);
         freeReplyObject(r);
         return NULL;
     }
@@ -2027,21 +2042,21 @@ static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *
  * handover or to end the recipient's session. */
 static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    redisContext *rc = redisConnectWithTimeout(s->host, s->port, tv);
+    redisContext *rc = redisConnectWithTimeout(s->d.host, s->d.port, tv);
 
     if (rc == NULL || rc->err) {
         if (err) snprintf(err, MIG_ERR_LEN, "cannot connect to the recipient %s:%d: %s",
-                          s->host, s->port, rc ? rc->errstr : "out of memory");
+                          s->d.host, s->d.port, rc ? rc->errstr : "out of memory");
         if (rc) redisFree(rc);
         return NULL;
     }
     redisSetTimeout(rc, tv);
-    if (s->pass) {
-        redisReply *r = s->user ? redisCommand(rc, "AUTH %s %s", s->user, s->pass)
-                                : redisCommand(rc, "AUTH %s", s->pass);
+    if (s->d.pass) {
+        redisReply *r = s->d.user ? redisCommand(rc, "AUTH %s %s", s->d.user, s->d.pass)
+                                : redisCommand(rc, "AUTH %s", s->d.pass);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
             if (err) snprintf(err, MIG_ERR_LEN, "AUTH refused by the recipient %s:%d: %s",
-                              s->host, s->port, r ? r->str : rc->errstr);
+                              s->d.host, s->d.port, r ? r->str : rc->errstr);
             if (r) freeReplyObject(r);
             redisFree(rc);
             return NULL;
@@ -2094,14 +2109,14 @@ static int migDonorHandover(migSession *s, redisContext *rc) {
     pthread_mutex_lock(&s->lock);
     int cancel;
     atomicGet(s->cancel, cancel);
-    if (!cancel) s->handover_begun = 1;
+    if (!cancel) s->d.handover_begun = 1;
     pthread_mutex_unlock(&s->lock);
     if (cancel || migAborting(s)) {
         migFailAborted(s);
         return 0;
     }
     /* No thaw until the answer, however late it comes. */
-    s->keep_frozen_ms = wait + 5000;
+    s->d.keep_frozen_ms = wait + 5000;
     migRunOnMain(s, migDonorKeepFrozenSlice);
     /* RDMAHANDOVER counts only on the connection that opened the session:
      * if that one is gone already, no handover can have happened (only
@@ -2110,19 +2125,19 @@ static int migDonorHandover(migSession *s, redisContext *rc) {
     r = redisCommand(rc, "PING");
     if (r == NULL) {
         migFail(s, "the connection to the recipient %s:%d broke before the "
-                "handover: %s", s->host, s->port, rc->errstr);
+                "handover: %s", s->d.host, s->d.port, rc->errstr);
         return 0;
     }
     freeReplyObject(r);
     r = redisCommand(rc, "RDMAHANDOVER %s", s->sid);
     if (r == NULL) {
         serverLog(LL_WARNING, "Slot migration: no reply to RDMAHANDOVER from %s:%d "
-                  "(%s): asking the recipient what happened", s->host, s->port, rc->errstr);
+                  "(%s): asking the recipient what happened", s->d.host, s->d.port, rc->errstr);
         return -1;
     }
     int ok = r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK");
-    if (!ok) migFail(s, "RDMAHANDOVER refused by the recipient %s:%d: %s", s->host,
-                     s->port, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    if (!ok) migFail(s, "RDMAHANDOVER refused by the recipient %s:%d: %s", s->d.host,
+                     s->d.port, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
     freeReplyObject(r);
     return ok;
 }
@@ -2143,8 +2158,8 @@ static int migDonorResolve(migSession *s, char *err) {
     long long start = mstime(), logged = start;
     int owned = -1;
 
-    atomicSet(s->resolving, 1);
-    s->keep_frozen_ms = 10000;
+    atomicSet(s->d.resolving, 1);
+    s->d.keep_frozen_ms = 10000;
     while (owned == -1) {
         migRunOnMain(s, migDonorKeepFrozenSlice);
         if (migRunOnMain(s, migDonorOwnerSlice) == 0) {
@@ -2165,11 +2180,11 @@ static int migDonorResolve(migSession *s, char *err) {
             serverLog(LL_WARNING, "Slot migration: the outcome of the handover of "
                       "session %s is still unknown after %lld ms: the slots stay "
                       "frozen here until %s:%d answers or the cluster shows its claim",
-                      s->sid, logged - start, s->host, s->port);
+                      s->sid, logged - start, s->d.host, s->d.port);
         }
         usleep(200000);
     }
-    atomicSet(s->resolving, 0);
+    atomicSet(s->d.resolving, 0);
     serverLog(LL_WARNING, "Slot migration: the handover of session %s %s (resolved "
               "in %lld ms)", s->sid, owned ? "happened: the recipient owns the slots"
               : "did not happen: the slots stay here", mstime() - start);
@@ -2192,15 +2207,15 @@ static void migSetFd(migSession *s, int *field, int fd) {
 }
 
 /* Transfer (donor thread): the index in s->slots of a slot not sent yet
- * that a command waits to write to (the main thread sets s->wanted when it
+ * that a command waits to write to (the main thread sets s->d.wanted when it
  * postpones one, migrationSlotWanted), or -1. Each bit is taken once. */
 static int migNextWantedSlot(migSession *s, const char *sent_done) {
     for (int w = 0; w < CLUSTER_SLOTS / 64; w++) {
-        uint64_t bits = __atomic_load_n(&s->wanted[w], __ATOMIC_RELAXED);
+        uint64_t bits = __atomic_load_n(&s->d.wanted[w], __ATOMIC_RELAXED);
         while (bits) {
             int slot = w * 64 + __builtin_ctzll(bits);
             bits &= bits - 1;
-            __atomic_fetch_and(&s->wanted[w], ~(1ULL << (slot & 63)), __ATOMIC_RELAXED);
+            __atomic_fetch_and(&s->d.wanted[w], ~(1ULL << (slot & 63)), __ATOMIC_RELAXED);
             migSlot *ms = migSlotFind(s, slot);
             if (ms && !sent_done[ms - s->slots]) return (int)(ms - s->slots);
         }
@@ -2216,7 +2231,7 @@ void migrationSlotWanted(int slot) {
     if (s == NULL || s->role != MIG_ROLE_DONOR ||
         (s->phase != MIG_PHASE_PREPARE && s->phase != MIG_PHASE_TRANSFER)) return;
     uint64_t bit = 1ULL << (slot & 63);
-    if (__atomic_fetch_or(&s->wanted[slot >> 6], bit, __ATOMIC_RELAXED) & bit) return;
+    if (__atomic_fetch_or(&s->d.wanted[slot >> 6], bit, __ATOMIC_RELAXED) & bit) return;
     /* A thread waiting for migration-max-bandwidth (migPace) stops now. */
     pthread_mutex_lock(&s->lock);
     pthread_cond_broadcast(&s->cond);
@@ -2235,7 +2250,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     migSegment *segs = NULL, *batch = NULL;
     char *sent_done = NULL;
 
-    s->sent_order = zmalloc(sizeof(int) * (s->nmig ? s->nmig : 1));
+    s->d.sent_order = zmalloc(sizeof(int) * (s->nmig ? s->nmig : 1));
 
     /* What each block holds (slotAllocBlockUsedRanges): only that is
      * sent. The slots are frozen and pinned, their page tables still. */
@@ -2396,7 +2411,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             }
             if (pos < slot_end[cur]) break;             /* The chunk is full. */
             sent_done[cur] = 1;
-            s->sent_order[completed++] = cur;
+            s->d.sent_order[completed++] = cur;
             cur = -1;
             if (migDelayChunkMs) break;
         }
@@ -2411,7 +2426,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         }
         s->bytes_sent += chunk;
         sent = completed;
-        __atomic_store_n(&s->slots_sent, sent, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->d.slots_sent, sent, __ATOMIC_RELEASE);
         if (migDelayChunkMs > 0) {
             serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY chunk: "
                 "%d of %d slots sent, waiting %lld ms", sent, s->nmig, migDelayChunkMs);
@@ -2770,10 +2785,10 @@ static void migDonorFinish(migSession *s) {
 
     pthread_join(s->thread, NULL);
     atomicGet(s->cancel, cancel);
-    if (s->handed_over && !ok) ok = 1;      /* Cannot fail after handover. */
+    if (s->d.handed_over && !ok) ok = 1;      /* Cannot fail after handover. */
     migSetPhase(s, ok ? MIG_PHASE_DONE : MIG_PHASE_FAILED);
-    if (s->caller) {
-        client *c = s->caller;
+    if (s->d.caller) {
+        client *c = s->d.caller;
         if (ok) {
             migFigures f;
             migSessionFigures(s, &f);
@@ -2784,7 +2799,7 @@ static void migDonorFinish(migSession *s) {
                 "back to STABLE, the slots and their keys are still here",
                 migPhaseName[s->error_phase], s->error);
         }
-        s->caller = NULL;
+        s->d.caller = NULL;
         unblockClient(c);
     }
     migEndSession(s, ok ? MIG_LAST_OK : (cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED));
@@ -2912,10 +2927,10 @@ static void *migRecipientPatcher(void *arg) {
 #endif
     for (;;) {
         pthread_mutex_lock(&s->lock);
-        while (next == s->patch_queued && !s->patch_closed && !s->patch_stop)
+        while (next == s->r.patch_queued && !s->r.patch_closed && !s->r.patch_stop)
             pthread_cond_wait(&s->cond, &s->lock);
-        int stop = s->patch_stop || next == s->patch_queued;
-        int i = stop ? -1 : s->patch_queue[next++];
+        int stop = s->r.patch_stop || next == s->r.patch_queued;
+        int i = stop ? -1 : s->r.patch_queue[next++];
         pthread_mutex_unlock(&s->lock);
         if (stop) break;
         if (migAborting(s)) snprintf(err, sizeof(err), "cancelled");
@@ -2923,8 +2938,8 @@ static void *migRecipientPatcher(void *arg) {
             migDebugCorruptSlot(&s->slots[i]);
         if (err[0] || migRecipientPatchSlot(s, &s->slots[i], err) == -1) {
             pthread_mutex_lock(&s->lock);
-            s->patch_failed = 1;
-            memcpy(s->patch_err, err, sizeof(err));
+            s->r.patch_failed = 1;
+            memcpy(s->r.patch_err, err, sizeof(err));
             pthread_mutex_unlock(&s->lock);
             break;
         }
@@ -2938,9 +2953,9 @@ static int migRecipientQueuePatch(migSession *s, int i, char *err) {
     int failed;
 
     pthread_mutex_lock(&s->lock);
-    failed = s->patch_failed;
-    if (failed) memcpy(err, s->patch_err, MIG_ERR_LEN);
-    else s->patch_queue[s->patch_queued++] = i;
+    failed = s->r.patch_failed;
+    if (failed) memcpy(err, s->r.patch_err, MIG_ERR_LEN);
+    else s->r.patch_queue[s->r.patch_queued++] = i;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     return failed ? -1 : 0;
@@ -2949,16 +2964,16 @@ static int migRecipientQueuePatch(migSession *s, int i, char *err) {
 /* Receiving thread: no more slots come (stop: the import failed, drop the
  * rest); wait for the patcher to end. 0, or -1 with err set if it failed. */
 static int migRecipientEndPatcher(migSession *s, int stop, char *err) {
-    if (!s->patcher_started) return 0;
+    if (!s->r.patcher_started) return 0;
     pthread_mutex_lock(&s->lock);
-    s->patch_closed = 1;
-    if (stop) s->patch_stop = 1;
+    s->r.patch_closed = 1;
+    if (stop) s->r.patch_stop = 1;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
-    pthread_join(s->patcher, NULL);
-    s->patcher_started = 0;
-    if (s->patch_failed && err) memcpy(err, s->patch_err, MIG_ERR_LEN);
-    return s->patch_failed ? -1 : 0;
+    pthread_join(s->r.patcher, NULL);
+    s->r.patcher_started = 0;
+    if (s->r.patch_failed && err) memcpy(err, s->r.patch_err, MIG_ERR_LEN);
+    return s->r.patch_failed ? -1 : 0;
 }
 
 /* How many CPUs this thread may run on (1 if that cannot be told). */
@@ -2975,9 +2990,9 @@ static int migCpusAllowed(void) {
  * of its slot, the slot goes to the patcher (if it overlaps). */
 static int migRecipientBlockDone(void *ctx, uint32_t block, char *err) {
     migSession *s = ctx;
-    int i = s->reg_slot[block];
+    int i = s->r.reg_slot[block];
 
-    if (--s->slots[i].blocks_left || !s->patch_overlap) return 0;
+    if (--s->slots[i].blocks_left || !s->r.patch_overlap) return 0;
     return migRecipientQueuePatch(s, i, err);
 }
 
@@ -2989,18 +3004,18 @@ static void *migRecipientThread(void *arg) {
     redis_set_thread_title("migration");
     migApplyThreadPriority(s);
     /* The patcher inherits this thread's priority. */
-    if (pthread_create(&s->patcher, NULL, migRecipientPatcher, s) != 0) {
+    if (pthread_create(&s->r.patcher, NULL, migRecipientPatcher, s) != 0) {
         migFail(s, "cannot start the patch thread: %s", strerror(errno));
         goto out;
     }
-    s->patcher_started = 1;
+    s->r.patcher_started = 1;
     /* Accept the donor, in short waits so that a cancel is seen. Strangers
      * on the port are dropped by the listener and cost only themselves
      * (migtransport.h, "Strangers"); the donor's connection gets the rest
      * of the migration's time as its I/O timeout, like the donor's side. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        conn = migAccept(s->listener, 250, migRemainingMsInt(s), err);
+        conn = migAccept(s->r.listener, 250, migRemainingMsInt(s), err);
         if (conn == NULL && !strstr(err, "timed out") && !strstr(err, "timeout")) {
             migFail(s, "%s", err);
             goto out;
@@ -3009,22 +3024,22 @@ static void *migRecipientThread(void *arg) {
     /* One donor per import: later connections are refused at once
      * rather than wait in the backlog for the transfer's end. */
     pthread_mutex_lock(&s->lock);
-    s->conn = conn;
+    s->r.conn = conn;
     s->data_fd = migTcpFd(conn);
-    migListener *l = s->listener;
-    s->listener = NULL;
+    migListener *l = s->r.listener;
+    s->r.listener = NULL;
     pthread_mutex_unlock(&s->lock);
-    atomicSet(s->peers_refused, (long long)migListenerRefused(l));
+    atomicSet(s->r.peers_refused, (long long)migListenerRefused(l));
     migCloseListener(l);
 
     /* RDMAREGISTER: register the reserved blocks. */
-    if (!migWaitFor(s, &s->reg_requested)) { migFailAborted(s); goto out; }
+    if (!migWaitFor(s, &s->r.reg_requested)) { migFailAborted(s); goto out; }
     /* No blocks (every slot is empty): nothing to register or receive. */
-    int r = s->reg_n == 0 ? 0 :
-        migRegisterRecvBlocks(conn, s->reg_addrs, s->reg_lens, s->reg_n, s->reg_desc, err);
+    int r = s->r.reg_n == 0 ? 0 :
+        migRegisterRecvBlocks(conn, s->r.reg_addrs, s->r.reg_lens, s->r.reg_n, s->r.reg_desc, err);
     if (r == -1) migFail(s, "%s", err);
     pthread_mutex_lock(&s->lock);
-    s->reg_done = r == -1 ? -1 : 1;
+    s->r.reg_done = r == -1 ? -1 : 1;
     pthread_mutex_unlock(&s->lock);
     if (r == -1) goto out;
 
@@ -3034,21 +3049,21 @@ static void *migRecipientThread(void *arg) {
      * the patch could only take the CPU time the receiving thread and the
      * donor need (a slot takes writes again once its bytes have left). */
     for (int i = 0; i < s->nmig; i++) s->slots[i].blocks_left = s->slots[i].nblocks;
-    s->patch_overlap = migCpusAllowed() > 1;
-    if (s->reg_n && migWatchBlocks(conn, s->reg_expect, migRecipientBlockDone, s, err) == -1) {
+    s->r.patch_overlap = migCpusAllowed() > 1;
+    if (s->r.reg_n && migWatchBlocks(conn, s->r.reg_expect, migRecipientBlockDone, s, err) == -1) {
         migFail(s, "%s", err);
         goto out;
     }
-    if (s->reg_n && migWaitTransfer(conn, migRemainingMsInt(s), err) == -1) {
+    if (s->r.reg_n && migWaitTransfer(conn, migRemainingMsInt(s), err) == -1) {
         if (migAborting(s)) migFailAborted(s);
         else migFail(s, "%s", err);
         goto out;
     }
-    for (uint32_t i = 0; i < s->reg_n; i++) {
-        if (migRecvBlockBytes(conn, i) != s->reg_expect[i]) {
+    for (uint32_t i = 0; i < s->r.reg_n; i++) {
+        if (migRecvBlockBytes(conn, i) != s->r.reg_expect[i]) {
             migFail(s, "block %u: %llu bytes received of %llu", i,
                 (unsigned long long)migRecvBlockBytes(conn, i),
-                (unsigned long long)s->reg_expect[i]);
+                (unsigned long long)s->r.reg_expect[i]);
             goto out;
         }
     }
@@ -3058,7 +3073,7 @@ static void *migRecipientThread(void *arg) {
      * (RDMA: deregister them now, not after the patch). */
     pthread_mutex_lock(&s->lock);
     s->data_fd = -1;
-    s->conn = NULL;
+    s->r.conn = NULL;
     pthread_mutex_unlock(&s->lock);
     migClose(conn);
     conn = NULL;
@@ -3066,7 +3081,7 @@ static void *migRecipientThread(void *arg) {
     /* The slots not queued during the transfer (all of them over RDMA,
      * or on one CPU) go to the patcher now; wait for it. */
     for (int i = 0; i < s->nmig; i++) {
-        if (s->slots[i].blocks_left == 0 && s->patch_overlap) continue;
+        if (s->slots[i].blocks_left == 0 && s->r.patch_overlap) continue;
         s->slots[i].blocks_left = 0;
         if (migRecipientQueuePatch(s, i, err) == -1) break;
     }
@@ -3077,13 +3092,13 @@ static void *migRecipientThread(void *arg) {
     }
 
     /* RDMADONE: whether replicas and AOF want RESTOREs is known now. */
-    if (!migWaitFor(s, &s->done_requested)) { migFailAborted(s); goto out; }
-    for (int i = 0; i < s->nmig && s->propagate; i++) {
+    if (!migWaitFor(s, &s->r.done_requested)) { migFailAborted(s); goto out; }
+    for (int i = 0; i < s->nmig && s->r.propagate; i++) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
         migSerializeAdopted(&s->slots[i].keys);
     }
     pthread_mutex_lock(&s->lock);
-    s->patched = 1;
+    s->r.patched = 1;
     pthread_mutex_unlock(&s->lock);
 
 out:
@@ -3119,7 +3134,7 @@ static void migFreeBlockAllocs(int slot, void *block) {
  * slices of MIG_SLICE_US like the donor's delete: a big import must not
  * stall the node for the time of freeing it. Returns MIG_SLICE_MORE (or
  * MIG_SLICE_WAIT) while there is more to do, 0 when done. Stages
- * (s->rb_stage):
+ * (s->r.rb_stage):
  *  0. decide which slots go in bulk (the caller has joined the thread);
  *  1. delete the keys linked so far, slot by slot (s->cursor), with DELs
  *     to replicas and AOF since their RESTOREs went there. A bulk slot
@@ -3145,7 +3160,7 @@ static int migRecipientRollbackSlice(migSession *s) {
     if (migClientsPaused()) return MIG_SLICE_WAIT;
     elapsedStart(&start);
     latencyStartMonitor(lat);
-    if (s->rb_stage == 0) {
+    if (s->r.rb_stage == 0) {
         for (int i = 0; i < s->nmig; i++) {
             migSlot *ms = &s->slots[i];
             /* Replayed writes may have put memory of any key outside
@@ -3155,10 +3170,10 @@ static int migRecipientRollbackSlice(migSession *s) {
                        countKeysInSlot(ms->slot) <= ms->keys.linked &&
                        s->writes_replayed == 0;
         }
-        s->rb_stage = 1;
+        s->r.rb_stage = 1;
         s->stage = s->cursor = 0;
     }
-    if (s->rb_stage == 1) {
+    if (s->r.rb_stage == 1) {
         int prev_core = migPropagateBegin();
         while (s->cursor < CLUSTER_SLOTS) {
             int slot = s->cursor;
@@ -3180,17 +3195,17 @@ static int migRecipientRollbackSlice(migSession *s) {
             }
             if (ms) ms->unlinked = 1;
             migDeleteKey(db, slot, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS : MIG_DEL_SYNC, NULL);
-            s->rb_dropped++;
+            s->r.rb_dropped++;
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
         migPropagateEnd(prev_core);
-        if (s->cursor == CLUSTER_SLOTS) s->rb_stage = 2;
+        if (s->cursor == CLUSTER_SLOTS) s->r.rb_stage = 2;
     }
-    if (s->rb_stage == 2 && migLazyfreeBarrierPassed(s, 0)) {
-        s->rb_stage = 3;
+    if (s->r.rb_stage == 2 && migLazyfreeBarrierPassed(s, 0)) {
+        s->r.rb_stage = 3;
         s->stage = 0;
     }
-    if (s->rb_stage == 3) {
+    if (s->r.rb_stage == 3) {
         while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->stage++];
             if (server.cluster->slots[ms->slot] == server.cluster->myself) continue;
@@ -3212,17 +3227,17 @@ static int migRecipientRollbackSlice(migSession *s) {
             }
             migReleaseIfEmpty(ms->slot);
         }
-        if (s->stage == s->nmig) s->rb_stage = 4;
+        if (s->stage == s->nmig) s->r.rb_stage = 4;
     }
     /* The released blocks' pages go back to the OS on the lazyfree thread. */
-    if (s->rb_stage == 4 && migLazyfreeBarrierPassed(s, 1)) {
-        if (s->rb_dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld "
-                                     "keys of a failed import", s->rb_dropped);
+    if (s->r.rb_stage == 4 && migLazyfreeBarrierPassed(s, 1)) {
+        if (s->r.rb_dropped) serverLog(LL_WARNING, "Slot migration: dropped %lld "
+                                     "keys of a failed import", s->r.rb_dropped);
         more = 0;
     }
     latencyEndMonitor(lat);
     latencyAddSampleIfNeeded("migration-rollback-slice", lat);
-    if (more && (s->rb_stage == 2 || s->rb_stage == 4)) return MIG_SLICE_WAIT;
+    if (more && (s->r.rb_stage == 2 || s->r.rb_stage == 4)) return MIG_SLICE_WAIT;
     return more;
 }
 
@@ -3230,15 +3245,15 @@ static void migRecipientCloseTransport(migSession *s) {
     pthread_mutex_lock(&s->lock);
     s->data_fd = -1;
     pthread_mutex_unlock(&s->lock);
-    if (s->conn) {
-        migGetStats(s->conn, &s->tstats);
-        migClose(s->conn);
-        s->conn = NULL;
+    if (s->r.conn) {
+        migGetStats(s->r.conn, &s->tstats);
+        migClose(s->r.conn);
+        s->r.conn = NULL;
     }
-    if (s->listener) {
-        s->peers_refused = (long long)migListenerRefused(s->listener);
-        migCloseListener(s->listener);
-        s->listener = NULL;
+    if (s->r.listener) {
+        s->r.peers_refused = (long long)migListenerRefused(s->r.listener);
+        migCloseListener(s->r.listener);
+        s->r.listener = NULL;
     }
 }
 
@@ -3259,9 +3274,9 @@ static int migRecipientTick(migSession *s) {
 
     /* Failure: wait for the thread, then drop everything. (A session
      * handed over has ended in RDMAHANDOVER.) */
-    if (s->rstate != MIG_R_ROLLING_BACK) {
-        int donor_gone = lookupClientByID(s->donor_client_id) == NULL;
-        int failed = s->error != NULL || (done && !s->patched);
+    if (s->r.rstate != MIG_R_ROLLING_BACK) {
+        int donor_gone = lookupClientByID(s->r.donor_client_id) == NULL;
+        int failed = s->error != NULL || (done && !s->r.patched);
         if (donor_gone && !failed)
             migFail(s, "the donor's connection closed before the handover");
         if (migAborting(s) || donor_gone || failed) {
@@ -3272,9 +3287,9 @@ static int migRecipientTick(migSession *s) {
             migInterrupt(s);
         }
     }
-    if (s->rstate == MIG_R_ROLLING_BACK) {
+    if (s->r.rstate == MIG_R_ROLLING_BACK) {
         if (!done) return 0;
-        if (s->rb_stage == 0) {
+        if (s->r.rb_stage == 0) {
             /* A FLUSHALL ASYNC may still be freeing adopted keys: the
              * blocks' leftovers are freed after it. */
             if (bioPendingJobsOfType(BIO_LAZY_FREE)) return 0;
@@ -3284,33 +3299,33 @@ static int migRecipientTick(migSession *s) {
         }
         int r = migRecipientRollbackSlice(s);
         if (r) return r == MIG_SLICE_MORE;
-        migRecipientReplyError(s, &s->reg_client);
-        migRecipientReplyError(s, &s->done_client);
+        migRecipientReplyError(s, &s->r.reg_client);
+        migRecipientReplyError(s, &s->r.done_client);
         migForgetImporting(s->bitmap);
         migEndSession(s, s->cancelled ? MIG_LAST_CANCELLED : MIG_LAST_FAILED);
         return 0;
     }
 
     /* RDMAREGISTER done by the thread: answer it. */
-    if (s->reg_client && s->reg_done == 1) {
-        client *c = s->reg_client;
-        addReplyArrayLen(c, s->reg_n);
-        for (uint32_t i = 0; i < s->reg_n; i++) {
+    if (s->r.reg_client && s->r.reg_done == 1) {
+        client *c = s->r.reg_client;
+        addReplyArrayLen(c, s->r.reg_n);
+        for (uint32_t i = 0; i < s->r.reg_n; i++) {
             char addr[32];
-            snprintf(addr, sizeof(addr), "%llu", (unsigned long long)s->reg_desc[i].addr);
+            snprintf(addr, sizeof(addr), "%llu", (unsigned long long)s->r.reg_desc[i].addr);
             addReplyArrayLen(c, 4);
-            addReplyLongLong(c, s->reg_desc[i].id);
+            addReplyLongLong(c, s->r.reg_desc[i].id);
             addReplyBulkCString(c, addr);
-            addReplyLongLong(c, s->reg_desc[i].rkey);
-            addReplyLongLong(c, (long long)s->reg_desc[i].len);
+            addReplyLongLong(c, s->r.reg_desc[i].rkey);
+            addReplyLongLong(c, (long long)s->r.reg_desc[i].len);
         }
-        s->reg_client = NULL;
+        s->r.reg_client = NULL;
         unblockClient(c);
         migSetPhase(s, MIG_PHASE_TRANSFER);
     }
 
     /* Patched: link in slices, then answer RDMADONE. */
-    if (s->patched && s->rstate == MIG_R_ADOPTING && !migClientsPaused()) {
+    if (s->r.patched && s->r.rstate == MIG_R_ADOPTING && !migClientsPaused()) {
         if (s->phase != MIG_PHASE_LINK) {
             if (s->thread_started) pthread_join(s->thread, NULL);
             s->thread_started = 0;
@@ -3326,23 +3341,23 @@ static int migRecipientTick(migSession *s) {
         mstime_t lat;
         elapsedStart(&start);
         latencyStartMonitor(lat);
-        while (s->link_cursor < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
-            migSlot *ms = &s->slots[s->link_cursor];
-            if (migLinkAdopted(&ms->keys, MIG_LINK_BATCH) == 0) s->link_cursor++;
+        while (s->r.link_cursor < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
+            migSlot *ms = &s->slots[s->r.link_cursor];
+            if (migLinkAdopted(&ms->keys, MIG_LINK_BATCH) == 0) s->r.link_cursor++;
         }
         latencyEndMonitor(lat);
         latencyAddSampleIfNeeded("migration-link-slice", lat);
-        if (s->link_cursor < s->nmig) return 1;
+        if (s->r.link_cursor < s->nmig) return 1;
         migRecipientTo(s, MIG_R_READY);
-        if (s->done_client) {
-            client *c = s->done_client;
+        if (s->r.done_client) {
+            client *c = s->r.done_client;
             addReplyMapLen(c, 5);
             addReplyBulkCString(c, "keys"); addReplyLongLong(c, s->keys);
             addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, s->keys_zero_copy);
             addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, s->keys_serialized);
             addReplyBulkCString(c, "patch_ms"); addReplyLongLong(c, s->phase_ms[MIG_PHASE_PATCH]);
             addReplyBulkCString(c, "link_ms"); addReplyLongLong(c, mstime() - s->phase_start_ms);
-            s->done_client = NULL;
+            s->r.done_client = NULL;
             unblockClient(c);
         }
         migSetPhase(s, MIG_PHASE_HANDOVER);
@@ -3456,9 +3471,9 @@ static void migStatusCommand(client *c) {
     addReplyBulkCString(c, "session"); addReplyBulkCString(c, s ? s->sid : "");
     /* The recipient's state machine; a donor's is its phase. */
     addReplyBulkCString(c, "import_state");
-    addReplyBulkCString(c, s && s->role == MIG_ROLE_RECIPIENT ? migRStateName[s->rstate] : "");
+    addReplyBulkCString(c, s && s->role == MIG_ROLE_RECIPIENT ? migRStateName[s->r.rstate] : "");
     int resolving = 0;
-    if (s) atomicGet(s->resolving, resolving);
+    if (s) atomicGet(s->d.resolving, resolving);
     addReplyBulkCString(c, "resolving"); addReplyLongLong(c, resolving);
     addReplyBulkCString(c, "phase");
     addReplyBulkCString(c, s ? migPhaseName[s->phase] : "idle");
@@ -3475,14 +3490,14 @@ static void migCancelCommand(client *c) {
         addReplyError(c, "no migration is running");
         return;
     }
-    if ((s->role == MIG_ROLE_DONOR && s->handed_over) ||
-        (s->role == MIG_ROLE_RECIPIENT && s->rstate == MIG_R_OWNED)) {
+    if ((s->role == MIG_ROLE_DONOR && s->d.handed_over) ||
+        (s->role == MIG_ROLE_RECIPIENT && s->r.rstate == MIG_R_OWNED)) {
         addReplyError(c, "the migration is past its handover: it can no longer "
                          "be cancelled (the recipient owns the slots)");
         return;
     }
     int resolving;
-    atomicGet(s->resolving, resolving);
+    atomicGet(s->d.resolving, resolving);
     if (resolving) {
         addReplyError(c, "the handover's reply was lost: the outcome is being "
                          "asked of the recipient and cannot be cancelled (see "
@@ -3490,7 +3505,7 @@ static void migCancelCommand(client *c) {
         return;
     }
     pthread_mutex_lock(&s->lock);
-    int begun = s->handover_begun;
+    int begun = s->d.handover_begun;
     if (!begun) atomicSet(s->cancel, 1);
     pthread_mutex_unlock(&s->lock);
     if (begun) {
@@ -3635,16 +3650,16 @@ void rdmaMigrateSlotsCommand(client *c) {
     s->nslots = nslots;
     s->kind = kind;
     s->deadline_ms = s->start_ms + timeout;
-    snprintf(s->host, sizeof(s->host), "%s", target->ip);
-    s->port = (int)port;
-    memcpy(s->target, target->name, CLUSTER_NAMELEN);
-    if (pass) s->pass = sdsdup(pass->ptr);
-    if (user) s->user = sdsdup(user->ptr);
-    s->caller = c;
+    snprintf(s->d.host, sizeof(s->d.host), "%s", target->ip);
+    s->d.port = (int)port;
+    memcpy(s->d.target, target->name, CLUSTER_NAMELEN);
+    if (pass) s->d.pass = sdsdup(pass->ptr);
+    if (user) s->d.user = sdsdup(user->ptr);
+    s->d.caller = c;
     mig = s;
     if (pthread_create(&s->thread, NULL, migDonorThread, s) != 0) {
         mig = NULL;
-        s->caller = NULL;
+        s->d.caller = NULL;
         migFail(s, "cannot start the migration thread: %s", strerror(errno));
         addReplyErrorFormat(c, "migration failed in check: %s", s->error);
         migEndSession(s, MIG_LAST_FAILED);
@@ -3652,7 +3667,7 @@ void rdmaMigrateSlotsCommand(client *c) {
     }
     s->thread_started = 1;
     serverLog(LL_NOTICE, "Slot migration of %d slots to %.40s (%s:%d) started, "
-        "transport %s, timeout %lld ms", nslots, s->target, s->host, s->port,
+        "transport %s, timeout %lld ms", nslots, s->d.target, s->d.host, s->d.port,
         migKindName(kind), timeout);
     migBlock(c);
     migStartTimer();
@@ -3764,7 +3779,7 @@ void initRdmaServerCommand(client *c) {
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;
     memcpy(s->sid, sid, sizeof(sid));
-    s->rstate = MIG_R_LISTENING;
+    s->r.rstate = MIG_R_LISTENING;
     /* Until the import ends, slot compaction leaves its slots alone: a
      * sparse adopted block drained and released would leave a stale
      * block pointer to the rollback (which frees what lies in adopted
@@ -3772,17 +3787,17 @@ void initRdmaServerCommand(client *c) {
      * transport are writing. */
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
         if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
-    s->listener = l;
+    s->r.listener = l;
     s->kind = migListenerKind(l);
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));
     s->deadline_ms = s->start_ms + timeout;
-    s->donor_client_id = c->id;
+    s->r.donor_client_id = c->id;
     s->phase = MIG_PHASE_TRANSFER;
     mig = s;
     if (pthread_create(&s->thread, NULL, migRecipientThread, s) != 0) {
         mig = NULL;
         migCloseListener(l);
-        s->listener = NULL;
+        s->r.listener = NULL;
         addReplyErrorFormat(c, "cannot start the migration thread: %s", strerror(errno));
         migFail(s, "cannot start the migration thread");
         migEndSession(s, MIG_LAST_FAILED);
@@ -3817,7 +3832,7 @@ static migSession *migRecipientSession(client *c) {
             "with the donor", sid);
         return NULL;
     }
-    if (mig->donor_client_id != c->id) {
+    if (mig->r.donor_client_id != c->id) {
         addReplyErrorFormat(c, "%s must come on the connection that sent "
             "INITRDMASERVER", (char *)c->argv[0]->ptr);
         return NULL;
@@ -3830,7 +3845,7 @@ static migSession *migRecipientSession(client *c) {
 static migSession *migRecipientOf(client *c) {
     migSession *s = migRecipientSession(c);
     if (s == NULL) return NULL;
-    if (s->rstate == MIG_R_ROLLING_BACK || s->error) {
+    if (s->r.rstate == MIG_R_ROLLING_BACK || s->error) {
         addReplyErrorFormat(c, "the import is failing: %s", s->error ? s->error : "rollback");
         return NULL;
     }
@@ -3842,7 +3857,7 @@ static migSession *migRecipientOf(client *c) {
 void rdmaRegisterCommand(client *c) {
     migSession *s = migRecipientOf(c);
     if (s == NULL) return;
-    if (s->reg_requested) {
+    if (s->r.reg_requested) {
         addReplyError(c, "RDMAREGISTER was already sent for this import");
         return;
     }
@@ -3939,27 +3954,27 @@ void rdmaRegisterCommand(client *c) {
     s->nmig = n;
     uint32_t nb = 0;
     for (int i = 0; i < n; i++) nb += (uint32_t)slots[i].nblocks;
-    s->reg_n = nb;
-    s->reg_addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
-    s->reg_lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
-    s->reg_expect = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
-    s->reg_slot = zmalloc(sizeof(int) * (nb ? nb : 1));
-    s->patch_queue = zmalloc(sizeof(int) * (n ? n : 1));
-    s->reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
+    s->r.reg_n = nb;
+    s->r.reg_addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
+    s->r.reg_lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    s->r.reg_expect = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    s->r.reg_slot = zmalloc(sizeof(int) * (nb ? nb : 1));
+    s->r.patch_queue = zmalloc(sizeof(int) * (n ? n : 1));
+    s->r.reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
     nb = 0;
     for (int i = 0; i < n; i++) {
         for (size_t b = 0; b < slots[i].nblocks; b++, nb++) {
-            s->reg_addrs[nb] = slots[i].blocks[b].local;
-            s->reg_lens[nb] = slots[i].blocks[b].size;
-            s->reg_expect[nb] = slots[i].blocks[b].expect;
-            s->reg_slot[nb] = i;
+            s->r.reg_addrs[nb] = slots[i].blocks[b].local;
+            s->r.reg_lens[nb] = slots[i].blocks[b].size;
+            s->r.reg_expect[nb] = slots[i].blocks[b].expect;
+            s->r.reg_slot[nb] = i;
         }
     }
     s->bytes_total = (long long)total;
-    s->reg_client = c;
+    s->r.reg_client = c;
     migRecipientTo(s, MIG_R_RECEIVING);
     pthread_mutex_lock(&s->lock);
-    s->reg_requested = 1;
+    s->r.reg_requested = 1;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     migBlock(c);
@@ -3978,11 +3993,11 @@ void rdmaDoneCommand(client *c) {
 
     if (s == NULL) return;
     if (migParseSlots(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
-    if (!s->reg_requested || s->reg_done != 1) {
+    if (!s->r.reg_requested || s->r.reg_done != 1) {
         addReplyError(c, "RDMADONE before RDMAREGISTER completed");
         return;
     }
-    if (s->done_requested) {
+    if (s->r.done_requested) {
         addReplyError(c, "RDMADONE was already sent for this import");
         return;
     }
@@ -3992,7 +4007,7 @@ void rdmaDoneCommand(client *c) {
                          "import (INITRDMASERVER)");
         return;
     }
-    s->propagate = server.aof_state != AOF_OFF ||
+    s->r.propagate = server.aof_state != AOF_OFF ||
         (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
     /* From here on the adopted keys may reach this node's AOF, an RDB
      * or a replica before the slots are ours: nodes.conf says so first. */
@@ -4002,11 +4017,11 @@ void rdmaDoneCommand(client *c) {
         addReplyErrorFormat(c, "%s; the import rolls back", s->error);
         return;
     }
-    s->done_client = c;
+    s->r.done_client = c;
     migRecipientTo(s, MIG_R_ADOPTING);
     migSetPhase(s, MIG_PHASE_PATCH);
     pthread_mutex_lock(&s->lock);
-    s->done_requested = 1;
+    s->r.done_requested = 1;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
     migBlock(c);
@@ -4037,9 +4052,9 @@ void rdmaHandoverCommand(client *c) {
     migSession *s = migRecipientSession(c);
 
     if (s == NULL) return;
-    if (s->rstate != MIG_R_READY || s->error || migAborting(s)) {
+    if (s->r.rstate != MIG_R_READY || s->error || migAborting(s)) {
         addReplyErrorFormat(c, "import session %s is %s%s%s: the slots stay "
-            "with the donor", s->sid, migRStateName[s->rstate],
+            "with the donor", s->sid, migRStateName[s->r.rstate],
             s->error ? ", failing: " : (migAborting(s) ? ", past its deadline" : ""),
             s->error ? s->error : "");
         return;
@@ -4082,7 +4097,7 @@ void rdmaResolveCommand(client *c) {
     }
     if (migParseSlots(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
     if (s && s->role == MIG_ROLE_RECIPIENT && !strcmp(s->sid, sid)) {
-        if (s->rstate != MIG_R_ROLLING_BACK) {
+        if (s->r.rstate != MIG_R_ROLLING_BACK) {
             migFail(s, "the donor gave the migration up (RDMARESOLVE)");
             atomicSet(s->cancel, 1);
             migInterrupt(s);
@@ -4176,7 +4191,7 @@ void rdmaReplayCommand(client *c) {
         addReplyError(c, "RDMAREPLAY needs at least one command");
         goto err;
     }
-    if (s->rstate != MIG_R_READY) {
+    if (s->r.rstate != MIG_R_READY) {
         addReplyError(c, "RDMAREPLAY before RDMADONE completed");
         goto err;
     }
@@ -4225,9 +4240,9 @@ err:
 void migrationClientUnblocked(client *c) {
     migSession *s = mig;
     if (s == NULL) return;
-    if (s->caller == c) s->caller = NULL;
-    if (s->reg_client == c) s->reg_client = NULL;
-    if (s->done_client == c) s->done_client = NULL;
+    if (s->d.caller == c) s->d.caller = NULL;
+    if (s->r.reg_client == c) s->r.reg_client = NULL;
+    if (s->r.done_client == c) s->r.done_client = NULL;
 }
 
 /* CLIENT UNBLOCK of a migration's caller: it stops waiting, the migration
@@ -4241,7 +4256,7 @@ sds migrationGenInfo(sds info) {
     migSession *s = mig;
     migStats t = migLast.tstats;
     long long refused = migLast.peers_refused, now = 0;
-    if (s) atomicGet(s->peers_refused, now);
+    if (s) atomicGet(s->r.peers_refused, now);
     refused += now;
     if (s) {
         t.wr_posted += s->tstats.wr_posted;
