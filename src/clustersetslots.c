@@ -150,7 +150,7 @@ static int setSlotsCheck(client *c, setSlotsAction action, clusterNode *n,
             return C_ERR;
         }
         /* An import's slots become this node's through its handover
-         * only (RDMAHANDOVER, migration.c): taken now, they would be owned
+         * only (RDMAHANDOVER, migrecipient.c): taken now, they would be owned
          * without the keys the import may still drop. */
         if (action == SETSLOTS_NODE && migrationImportsSlot(slot)) {
             addReplyErrorFormat(c,
@@ -196,7 +196,7 @@ static void setSlotsAssign(clusterNode *n, const int *argof) {
         clusterDelSlot(slot);
         clusterAddSlot(n, slot);
         /* Taking a slot this node was importing ends the import (also a
-         * block migration's handover, which marks nothing, migration.c). */
+         * block migration's handover, which marks nothing, migrecipient.c). */
         if (n == me && (server.cluster->importing_slots_from[slot] ||
                         migrationImportsSlot(slot))) {
             server.cluster->importing_slots_from[slot] = NULL;
@@ -370,10 +370,11 @@ int clusterSetSlotImportRefused(client *c, int slot) {
     return 1;
 }
 
-/* The same state change for the slot migration (migration.c), which has
- * checked its preconditions itself: slots is a bitmap of CLUSTER_SLOTS
- * bits. Unlike the command, NODE may give away slots that still hold keys:
- * the donor hands its slots over first and deletes their keys after. */
+/* The same state change for the slot migration (migdonor.c,
+ * migrecipient.c), which has checked its preconditions itself: slots is a
+ * bitmap of CLUSTER_SLOTS bits. Unlike the command, NODE may give away
+ * slots that still hold keys: the donor hands its slots over first and
+ * deletes their keys after. */
 void clusterSetSlotsApply(int action, clusterNode *n, const unsigned char *slots) {
     int *argof = zcalloc(sizeof(int) * CLUSTER_SLOTS);
 

@@ -1,5 +1,6 @@
 /* migprotocol.h -- the version of the slot migration protocol, shared by
- * the server (migration.c) and redis-cli (climigrate.c).
+ * the server (migdonor.c, migrecipient.c, INFO in migration.c) and
+ * redis-cli (climigrate.c).
  *
  * It covers everything both ends of a migration must agree on: the
  * commands between donor and recipient, their arguments and replies, the

@@ -341,7 +341,7 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         goto out;
     }
     if (isStranger(cfg)) {
-        /* As the server's recipient thread accepts (src/migration.c):
+        /* As the server's recipient thread accepts (src/migrecipient.c):
          * waits of 250 ms, any error but a timeout ends the import. */
         int64_t t0 = nowMs(), ms;
         while ((c = migAccept(l, 250, cfg->timeoutMs, err)) == NULL &&

@@ -18,7 +18,7 @@ BUILD_RDMA?=auto
 # and RDMA under USE_RDMA; migrdma.o is empty without it). migblocks.o:
 # what a migration puts in the blocks and how the recipient adopts it.
 RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migrdma.o \
-	clustersetslots.o slotfreeze.o migration.o
+	clustersetslots.o slotfreeze.o migsession.o migdonor.o migrecipient.o migration.o
 # clitransport.o + climigrate.o: redis-cli --cluster rebalance|reshard
 # moving slots with RDMAMIGRATESLOTS (--cluster-transport).
 RDMAMIG_CLI_OBJ=clitransport.o climigrate.o

@@ -30,7 +30,7 @@
  * few slots at a time (slotFreezeRelaxSlots); once every slot is, the
  * freeze is relaxed as a whole. A migration relaxes each slot once that
  * slot's bytes have left (the writes that follow are recorded and replayed
- * on the recipient, migration.c), so the first slots sent do not wait for
+ * on the recipient, migdonor.c), so the first slots sent do not wait for
  * the last ones, and freezes every slot again, briefly, for that replay
  * and the handover.
  *
@@ -140,7 +140,7 @@ int slotFreezeKeyIsFrozen(sds key) {
 /* db.c lookupKey(): a read of a frozen slot's key must not write the
  * access time (LRU clock or LFU counter) into its object: the slot's
  * blocks are being shipped, checksummed as they were when frozen
- * (migration.c). The key's access time is then the one it had at the
+ * (migdonor.c). The key's access time is then the one it had at the
  * freeze, as under a fork. */
 int slotFreezeKeepsBytes(sds key) {
     if (!sf.nslots) return 0;

@@ -1,4 +1,4 @@
-# migration-max-bandwidth (src/migration.c, migPace): the block bytes per
+# migration-max-bandwidth (src/migdonor.c, migPace): the block bytes per
 # second a donor sends. What a user relies on:
 #
 # 1. 0 (no limit) is the default; sizes take units (2mb); a bad value is

@@ -1,4 +1,4 @@
-# migration-thread-priority (src/migration.c, migApplyThreadPriority):
+# migration-thread-priority (src/migsession.c, migApplyThreadPriority):
 # the scheduling the migration threads of both nodes run with. What a user
 # relies on:
 #

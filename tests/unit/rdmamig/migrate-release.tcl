@@ -1,4 +1,4 @@
-# The donor's delete phase (src/migration.c, migDonorDeleteSlice): slots
+# The donor's delete phase (src/migdonor.c, migDonorDeleteSlice): slots
 # whose every key lies in their blocks are unlinked without a free per
 # allocation, and their blocks are released wholesale once the lazyfree
 # thread has freed whatever was queued before (expiry and eviction may queue

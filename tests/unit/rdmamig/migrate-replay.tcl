@@ -1,4 +1,4 @@
-# migration-write-replay (src/migration.c, "Recorded writes"; slotfreeze.c,
+# migration-write-replay (src/migdonor.c, "Recorded writes"; slotfreeze.c,
 # slotFreezeRelax): once a donor's bytes have left, writes to the migrating
 # slots run on the donor again, are recorded as the donor propagates them,
 # and the recipient applies them (RDMAREPLAY) before the handover. What a

@@ -1,4 +1,4 @@
-# The prepare's manifests built while writes flow (src/migration.c,
+# The prepare's manifests built while writes flow (src/migdonor.c,
 # migDonorPrepareStep; slotfreeze.c, slotWatch). A donor builds each
 # slot's manifest with the slots only watched, freezes them, and builds
 # again only the manifests of the slots changed meanwhile. What a user

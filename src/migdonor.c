@@ -1,0 +1,1498 @@
+/* The donor of a slot migration (docs/DESIGN.md, "The protocol", "The
+ * handover" and "Writes during a migration"; the steps are numbered as in
+ * migration.c's top comment).
+ *
+ * Here: the donor thread (migDonorThread, started by RDMAMIGRATESLOTS in
+ * migration.c), which talks to the recipient (hiredis, blocking, with the
+ * migration's deadline: INITRDMASERVER, RDMAREGISTER, RDMADONE,
+ * RDMAREPLAY, RDMAHANDOVER, RDMARESOLVE) and drives the transfer (paced
+ * by migration-max-bandwidth: migPace); and the jobs it posts to the
+ * main thread (migRunOnMain, migsession.c): the prepare (manifests built
+ * while writes flow, then the freeze), recording the writes of the slots
+ * once their bytes have left (migrationPropagated, a server.c hook), the
+ * handover's ownership change, the delete of the donor's copies, and the
+ * rollback. The main thread's timer relaxes the slots sent
+ * (migDonorRelaxSent) and ends the session when the thread has returned
+ * (migDonorFinish).
+ *
+ * Nothing here calls the recipient's code (migrecipient.c): what both
+ * roles use is in migsession.c.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#include "server.h"
+#include "cluster.h"
+#include "bio.h"
+#include "latency.h"
+#include "hiredis.h"
+#include "slotalloc.h"
+#include "slotcompact.h"
+#include "slotfreeze.h"
+#include "migblocks.h"
+#include "migtransport.h"
+#include "clustersetslots.h"
+#include "migration.h"
+#include "migprotocol.h"
+#include "migsession.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
+
+/* DEBUG MIGRATION-DELAY (migsession.h): set by migration.c. */
+long long migDelayMs[MIG_PHASE_COUNT];
+long long migDelayWriteMs;
+long long migDelayChunkMs;
+long long migDelayWatchMs;
+
+static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
+                           const char *what);
+
+/* ============================== Donor: main =============================== */
+
+static void migSlotFreeManifest(migSlot *ms) {
+    if (!ms->has_manifest) return;
+    migFreeManifest(&ms->manifest);
+    ms->has_manifest = 0;
+}
+
+static void migDonorFreeManifests(migSession *s) {
+    for (int i = 0; i < s->nmig; i++) migSlotFreeManifest(&s->slots[i]);
+}
+
+static int migAnyPending(migSession *s) {
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot) && slotCompactSlotPending(slot)) return 1;
+    return 0;
+}
+
+/* ============================= Recorded writes ============================ */
+
+/* The keys recorded writes named: sds copies, freed with the set. */
+static dictType migDirtyKeysDictType = {
+    .hashFunction = dictSdsHash,
+    .keyCompare = dictSdsKeyCompare,
+    .keyDestructor = dictSdsDestructor,
+};
+
+static void migCaptureAppend(migSession *s, sds arg) {
+    if (s->d.cap_nargs == s->d.cap_size) {
+        s->d.cap_size = s->d.cap_size ? s->d.cap_size * 2 : 1024;
+        s->d.cap_args = zrealloc(s->d.cap_args, sizeof(sds) * s->d.cap_size);
+    }
+    s->d.cap_args[s->d.cap_nargs++] = arg;
+    s->d.cap_bytes += sdslen(arg) + sizeof(sds) + 8;
+}
+
+/* The s->slots entry of a slot (binary search; NULL: the slot had no key
+ * at the prepare). */
+static migSlot *migSlotFind(migSession *s, int slot) {
+    int lo = 0, hi = s->nmig - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2;
+        if (s->slots[mid].slot == slot) return &s->slots[mid];
+        if (s->slots[mid].slot < slot) lo = mid + 1;
+        else hi = mid - 1;
+    }
+    return NULL;
+}
+
+/* Recording cannot go on (a write no replay can reproduce): the migration
+ * fails before its handover, the donor keeps what it has. */
+static void migCaptureFail(migSession *s, const char *what, const char *cmd) {
+    migFail(s, "writes during the migration: '%s' %s", cmd, what);
+    migCaptureFree(s);
+}
+
+/* server.c hooks. While a donor records (between the end of its transfer
+ * and its replay), every command the server propagates counts, even with
+ * no replica and no AOF (shouldPropagate), and propagateNow() hands it
+ * here: commands with keys in the migrating slots are recorded, in the
+ * replication stream's deterministic form (an expiry is a DEL, INCRBYFLOAT
+ * a SET, a script its effects), and their keys join the dirty set. */
+int migrationCapturing(void) {
+    return mig != NULL && mig->d.capturing;
+}
+
+void migrationPropagated(int dbid, robj **argv, int argc, int target) {
+    migSession *s = mig;
+    getKeysResult result = GETKEYS_RESULT_INIT;
+    struct redisCommand *cmd;
+    int numkeys, mine = 0, others = 0;
+
+    if (s == NULL || !s->d.capturing || !(target & PROPAGATE_REPL) || argc < 1) return;
+    cmd = lookupCommand(argv, argc);
+    if (cmd && (cmd->proc == multiCommand || cmd->proc == execCommand ||
+                cmd->proc == selectCommand || cmd->proc == pingCommand)) return;
+    if (cmd == NULL) {
+        migCaptureFail(s, "is no command of this server", sdsEncodedObject(argv[0]) ? argv[0]->ptr : "?");
+        return;
+    }
+    numkeys = getKeysFromCommand(cmd, argv, argc, &result);
+    for (int j = 0; j < numkeys; j++) {
+        robj *k = getDecodedObject(argv[result.keys[j].pos]);
+        if (migSlotIsSet(s->bitmap, keyHashSlot(k->ptr, (int)sdslen(k->ptr)))) mine++;
+        else others++;
+        decrRefCount(k);
+    }
+    if (numkeys == 0 || others) {
+        getKeysFreeResult(&result);
+        /* Keyless writes wait for the handover (slotfreeze.c); one that
+         * got through (a script's FLUSHALL...) may have touched the slots. */
+        if ((numkeys == 0 && (cmd->flags & CMD_WRITE)) || (others && mine))
+            migCaptureFail(s, numkeys ? "named keys of migrating and other slots"
+                                      : "may have touched any slot", cmd->fullname);
+        return;
+    }
+    UNUSED(dbid);
+    migCaptureAppend(s, sdsfromlonglong(argc));
+    for (int j = 0; j < argc; j++) {
+        robj *a = getDecodedObject(argv[j]);
+        migCaptureAppend(s, sdsdup(a->ptr));
+        decrRefCount(a);
+    }
+    s->d.cap_cmds++;
+    for (int j = 0; j < numkeys; j++) {
+        robj *k = getDecodedObject(argv[result.keys[j].pos]);
+        migSlot *ms = migSlotFind(s, keyHashSlot(k->ptr, (int)sdslen(k->ptr)));
+        if (ms) ms->dirty++;
+        if (dictFind(s->d.dirty_keys, k->ptr) == NULL)
+            dictAdd(s->d.dirty_keys, sdsdup(k->ptr), NULL);
+        decrRefCount(k);
+    }
+    getKeysFreeResult(&result);
+    if (s->d.cap_bytes > MIG_CAPTURE_MAX_BYTES && !s->d.cap_full) {
+        /* Bounded memory: the keys freeze again until the handover (and
+         * what is recorded so far is replayed). */
+        serverLog(LL_WARNING, "Slot migration: %lld writes (%zu bytes) recorded "
+            "since the transfer: the slots' writes wait until the handover",
+            s->d.cap_cmds, s->d.cap_bytes);
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->d.cap_full = 1;
+        s->pause_first_ms = 0;      /* migWritePauseMean: write_pause_ms. */
+    }
+}
+
+/* Relax the freeze of these slots (a bitmap, main thread), counting how
+ * long each was held; once none is left frozen, the freeze as a whole. */
+static void migDonorRelax(migSession *s, const unsigned char *bitmap, int n) {
+    long long held = mstime() - s->d.freeze_start_ms, lasted;
+
+    lasted = n ? slotFreezeRelaxSlots(bitmap) : 0;
+    s->pause_slot_ms += (long long)n * held;
+    s->d.nslots_relaxed += n;
+    if (lasted) {
+        s->write_pause_ms += lasted;
+        s->pause_first_ms = lasted;
+    }
+}
+
+/* End of the prepare (main thread, the slots frozen, the manifests built):
+ * with migration-write-replay, start recording what writes to the slots
+ * propagate, and let the writes to the slots that hold no key (nothing of
+ * them is sent) run again at once. The others take writes again one by
+ * one as their bytes leave (migDonorRelaxSent). */
+static void migDonorCaptureBegin(migSession *s) {
+    unsigned char empty[CLUSTER_SLOTS / 8];
+    int n = 0;
+
+    if (!server.migration_write_replay) return;
+    s->d.dirty_keys = dictCreate(&migDirtyKeysDictType);
+    s->d.capturing = 1;
+    memset(empty, 0, sizeof(empty));
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (migSlotIsSet(s->bitmap, slot) && migSlotFind(s, slot) == NULL) {
+            empty[slot >> 3] |= 1 << (slot & 7);
+            n++;
+        }
+    }
+    migDonorRelax(s, empty, n);
+}
+
+/* Transfer (main thread, from the timer): the slots whose bytes have all
+ * left (the donor thread's s->d.sent_order; a TCP send returned, or the RDMA
+ * WRITEs completed) take writes again, recorded like the rest, so a slot
+ * sent first does not wait for the last one. Not once recording stopped
+ * (too much recorded, a write no replay can reproduce, a failure). */
+void migDonorRelaxSent(migSession *s) {
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    int sent;
+
+    sent = __atomic_load_n(&s->d.slots_sent, __ATOMIC_ACQUIRE);
+    if (sent <= s->d.slots_relaxed || !s->d.capturing || s->d.cap_full || s->error) return;
+    memset(bitmap, 0, sizeof(bitmap));
+    for (int i = s->d.slots_relaxed; i < sent; i++) {
+        int slot = s->slots[s->d.sent_order[i]].slot;
+        bitmap[slot >> 3] |= 1 << (slot & 7);
+    }
+    migDonorRelax(s, bitmap, sent - s->d.slots_relaxed);
+    s->d.slots_relaxed = sent;
+}
+
+/* 4b, after the transfer (main thread): the slots not relaxed yet take
+ * writes again, recorded. */
+static int migDonorCaptureSlice(migSession *s) {
+    if (!s->d.capturing || s->d.cap_full || s->error) return 0;
+    migDonorRelax(s, s->bitmap, s->nslots - s->d.nslots_relaxed);
+    return 0;
+}
+
+/* Once the slots thawed: what the freeze held, and the longest wait. */
+static void migHeldStats(migSession *s) {
+    slotFreezeHeldStats(&s->held_cmds, &s->held_max_ms);
+}
+
+/* 6a, once the recipient linked every key (main thread): freeze the slots
+ * again and stop recording; what was recorded is the donor thread's now. */
+static int migDonorReplayBeginSlice(migSession *s) {
+    if (s->d.capturing) {
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->d.capturing = 0;
+    }
+    return s->error ? -1 : 0;
+}
+
+/* 6 (main thread): the slots stay frozen for s->d.keep_frozen_ms more at
+ * least, whatever the migration's deadline: while the handover's outcome
+ * is unknown, a write acknowledged here could be lost (the freeze's own
+ * deadline would otherwise thaw them, slotFreezeCron). */
+static int migDonorKeepFrozenSlice(migSession *s) {
+    slotFreeze(s->bitmap, s->d.keep_frozen_ms);
+    return 0;
+}
+
+/* 6a (donor thread): the recorded commands, in order, in RDMAREPLAY calls
+ * of whole commands; each call's reply is the number it applied. */
+static int migDonorReplay(migSession *s, redisContext *rc) {
+    size_t j = 0;
+
+    while (j < s->d.cap_nargs) {
+        size_t first = j, bytes = 0;
+        long long cmds = 0;
+        while (j < s->d.cap_nargs && (cmds == 0 || (bytes < MIG_REPLAY_BATCH_BYTES &&
+                                                  j - first < MIG_REPLAY_BATCH_ARGS))) {
+            long long n = strtoll(s->d.cap_args[j], NULL, 10);
+            for (long long k = 0; k <= n; k++) bytes += sdslen(s->d.cap_args[j + k]);
+            j += n + 1;
+            cmds++;
+        }
+        sds *argv = zmalloc(sizeof(sds) * (j - first + 2));
+        argv[0] = sdsnew("RDMAREPLAY");
+        argv[1] = sdsnew(s->sid);
+        memcpy(argv + 2, s->d.cap_args + first, sizeof(sds) * (j - first));
+        redisReply *r = migCall(s, rc, (int)(j - first + 2), argv, "RDMAREPLAY");
+        sdsfree(argv[0]);
+        sdsfree(argv[1]);
+        zfree(argv);
+        if (r == NULL) return -1;
+        if (r->type != REDIS_REPLY_INTEGER || r->integer != cmds) {
+            migFail(s, "RDMAREPLAY: the recipient applied %lld of %lld commands",
+                    r->type == REDIS_REPLY_INTEGER ? r->integer : -1, cmds);
+            freeReplyObject(r);
+            return -1;
+        }
+        freeReplyObject(r);
+        s->writes_replayed += cmds;
+    }
+    return 0;
+}
+
+/* Delete: whether a key was named by a recorded write (then its memory may
+ * lie outside the slot's blocks, and it is freed, not just unlinked). */
+static int migKeyIsDirty(migSession *s, sds key) {
+    return s->d.dirty_keys && dictSize(s->d.dirty_keys) && dictFind(s->d.dirty_keys, key) != NULL;
+}
+
+/* One step of the manifest of slot ms (begun if need be). Returns 1 if
+ * there is more to do, 0 once it is built, -1 on failure (migFail). */
+static int migDonorManifestStep(migSession *s, migSlot *ms) {
+    sds err = NULL;
+    int r;
+
+    if (!ms->has_manifest) {
+        if (migManifestBegin(ms->slot, &ms->manifest, &err) == C_ERR) {
+            migFail(s, "slot %d: %s", ms->slot, err);
+            sdsfree(err);
+            return -1;
+        }
+        ms->has_manifest = 1;
+        ms->built = 0;
+    }
+    r = migManifestStep(&ms->manifest, MIG_SLICE_US / 2, &err);
+    if (r == -1) {
+        ms->has_manifest = 0;
+        migFail(s, "slot %d: %s", ms->slot, err);
+        sdsfree(err);
+        return -1;
+    }
+    if (r == 1) return 1;
+    ms->nkeys = ms->manifest.nkeys;
+    ms->built = 1;
+    return 0;
+}
+
+/* Prepare, after the freeze: list the slots holding keys again (a watched
+ * slot may have gained its first key, or lost its last), keeping the
+ * manifests of those that did not change since theirs was built; the
+ * others are built again, frozen. With DEBUG MIGRATION-DELAY watch, each
+ * manifest kept is compared with a fresh one first (a change the watch
+ * missed would make it stale: logged, counted, replaced). */
+static int migDonorKeepManifests(migSession *s) {
+    migSlot *old = s->slots;
+    int nold = s->nmig, j = 0;
+
+    s->slots = zcalloc(sizeof(migSlot) * (s->nslots ? s->nslots : 1));
+    s->nmig = 0;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(s->bitmap, slot)) continue;
+        while (j < nold && old[j].slot < slot) migSlotFreeManifest(&old[j++]);
+        int changed = slotWatchTakeChanged(slot);
+        size_t nkeys = countKeysInSlot(slot);
+        if (nkeys == 0) continue;
+        migSlot *ms = &s->slots[s->nmig++];
+        if (j == nold || old[j].slot != slot) {
+            ms->slot = slot;                /* Its first keys came meanwhile. */
+            continue;
+        }
+        *ms = old[j++];
+        if (!ms->built || changed || ms->nkeys != nkeys) {
+            if (ms->built) s->manifests_rebuilt++;
+            migSlotFreeManifest(ms);
+            ms->built = 0;
+            continue;
+        }
+        if (migDelayWatchMs == 0) continue;
+        migManifest fresh;
+        sds err = NULL;
+        if (migBuildManifest(slot, &fresh, &err) == C_ERR) {
+            migFail(s, "slot %d: %s", slot, err);
+            sdsfree(err);
+            while (j < nold) migSlotFreeManifest(&old[j++]);
+            zfree(old);
+            return -1;
+        }
+        if (!migManifestSame(&ms->manifest, &fresh)) {
+            serverLog(LL_WARNING, "Slot migration: the manifest of slot %d went "
+                "stale with no change of the slot seen (replaced)", slot);
+            s->manifests_stale++;
+            migFreeManifest(&ms->manifest);
+            ms->manifest = fresh;
+        } else {
+            migFreeManifest(&fresh);
+        }
+    }
+    while (j < nold) migSlotFreeManifest(&old[j++]);
+    zfree(old);
+    slotUnwatch();
+    return 0;
+}
+
+/* Prepare (phase 3), in slices. Writes to the slots flow for most of it:
+ * the manifests are built while the slots are only watched (slotWatch),
+ * then the slots freeze and only the manifests of the slots written
+ * meanwhile are built again, so that a write waits for that short frozen
+ * part and for its own slot's bytes, not for every slot's manifest. The
+ * stages:
+ *   1 relocate the slots' keys into their blocks (what background
+ *     compaction still has to visit, for a bounded time);
+ *   2 pin the slots (compaction leaves them alone from now on: the
+ *     manifest moves a straggler itself), watch them, and build the
+ *     manifest of each slot holding keys, one slot at a time; a slot
+ *     written between two steps of its manifest starts again, once;
+ *   3 freeze (DEBUG MIGRATION-DELAY watch waits before);
+ *   4 wait for pending lazy frees (they write allocator metadata in the
+ *     blocks); keep the manifests of the slots not written since theirs
+ *     was built (migDonorKeepManifests);
+ *   5 build the others, frozen;
+ *   6 list the blocks.
+ * Returns 1 if there is more to do, MIG_SLICE_WAIT to wait for the next
+ * timer event, 0 when done, -1 on failure. */
+#define MIG_PREPARE_UNFROZEN_MS 2000    /* Then go on even if not done. */
+static int migDonorPrepareStep(migSession *s) {
+    switch (s->stage) {
+    case 0:
+        /* Slots (or their big keys) background compaction still has to
+         * visit go first. Keys already visited are in their blocks, and
+         * written ones are queued (slotCompactKeyModified). */
+        s->stage = 1;
+        break;
+    case 1:
+        if (migAnyPending(s) && mstime() - s->phase_start_ms < MIG_PREPARE_UNFROZEN_MS) {
+            slotCompactStep(MIG_SLICE_US / 2);
+            break;
+        }
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+            if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
+        slotWatch(s->bitmap);
+        s->slots = zcalloc(sizeof(migSlot) * (s->nslots ? s->nslots : 1));
+        s->nmig = 0;
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+            if (!migSlotIsSet(s->bitmap, slot) || countKeysInSlot(slot) == 0) continue;
+            s->slots[s->nmig++].slot = slot;
+        }
+        s->stage = 2;
+        s->cursor = 0;
+        break;
+    case 2: {
+        if (s->cursor == s->nmig) {
+            s->stage = 3;
+            s->d.stage_start_ms = mstime();
+            if (migDelayWatchMs > 0)
+                serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY watch: "
+                    "the manifests of %d slots built, writes flowing; waiting %lld "
+                    "ms before the freeze", s->nmig, migDelayWatchMs);
+            break;
+        }
+        migSlot *ms = &s->slots[s->cursor];
+        /* Written since its manifest began (or before: then it does not
+         * matter). Between two steps, the key to resume from may be gone. */
+        if (slotWatchTakeChanged(ms->slot) && ms->has_manifest) {
+            migSlotFreeManifest(ms);
+            if (ms->restarted) {        /* Busy: its turn comes frozen. */
+                s->cursor++;
+                break;
+            }
+            ms->restarted = 1;
+        }
+        int r = migDonorManifestStep(s, ms);
+        if (r == -1) return -1;
+        if (r == 0) s->cursor++;
+        break;
+    }
+    case 3:
+        if (migDelayWatchMs > 0 && mstime() - s->d.stage_start_ms < migDelayWatchMs)
+            return MIG_SLICE_WAIT;
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        s->d.freeze_start_ms = mstime();
+        s->stage = 4;
+        break;
+    case 4:
+        if (bioPendingJobsOfType(BIO_LAZY_FREE)) return MIG_SLICE_WAIT;
+        if (migDonorKeepManifests(s) == -1) return -1;
+        s->stage = 5;
+        s->cursor = 0;
+        break;
+    case 5: {
+        if (s->cursor == s->nmig) {
+            s->stage = 6;
+            break;
+        }
+        migSlot *ms = &s->slots[s->cursor];
+        int r = ms->built ? 0 : migDonorManifestStep(s, ms);
+        if (r == -1) return -1;
+        if (r == 0) s->cursor++;
+        break;
+    }
+    case 6:
+        for (int i = 0; i < s->nmig; i++) {
+            migSlot *ms = &s->slots[i];
+            s->keys += ms->nkeys;
+            s->keys_zero_copy += ms->manifest.keys_zero_copy;
+            s->keys_serialized += ms->manifest.keys_serialized;
+            s->bytes_serialized += (long long)ms->manifest.payload_bytes;
+            size_t n = slotAllocSlotBlocks(ms->slot, NULL, 0);
+            slotAllocBlockInfo *bi = zmalloc(sizeof(*bi) * (n ? n : 1));
+            n = slotAllocSlotBlocks(ms->slot, bi, n);
+            ms->blocks = zmalloc(sizeof(migBlockMap) * (n ? n : 1));
+            ms->nblocks = 0;
+            for (size_t b = 0; b < n; b++) {
+                /* An empty block holds nothing to ship; it may even be
+                 * released meanwhile (the slot's cached empty block). */
+                if (bi[b].live_allocs == 0) continue;
+                migBlockMap *bm = &ms->blocks[ms->nblocks++];
+                bm->donor = (uintptr_t)bi[b].addr;
+                bm->size = bi[b].size;
+                bm->local = bi[b].addr;
+            }
+            zfree(bi);
+        }
+        s->prepare_frozen_ms = mstime() - s->d.freeze_start_ms;
+        migDonorCaptureBegin(s);
+        return 0;
+    }
+    return 1;
+}
+
+static int migDonorPrepareSlice(migSession *s) {
+    monotime start;
+    mstime_t lat;
+    int r = 1;
+
+    if (migAborting(s)) {
+        migFailAborted(s);
+        return -1;
+    }
+    elapsedStart(&start);
+    latencyStartMonitor(lat);
+    while (r == 1 && elapsedUs(start) < MIG_SLICE_US) r = migDonorPrepareStep(s);
+    latencyEndMonitor(lat);
+    latencyAddSampleIfNeeded("migration-prepare-slice", lat);
+    return r;
+}
+
+/* Handover (phase 6), here: the recipient owns the slots now. */
+static int migDonorHandoverSlice(migSession *s) {
+    clusterNode *n = clusterLookupNode(s->d.target, CLUSTER_NAMELEN);
+    if (n == NULL) {
+        /* The recipient was forgotten meanwhile: it owns the slots all the
+         * same (it said so); the cluster bus will tell us. */
+        serverLog(LL_WARNING, "Slot migration: recipient %.40s is no longer "
+            "known here; its claim will arrive through the cluster bus", s->d.target);
+    } else {
+        clusterSetSlotsApply(CLUSTER_SETSLOTS_NODE, n, s->bitmap);
+    }
+    /* Saved in nodes.conf with the new owner (same write, fsynced). */
+    migGiveSlots(s->bitmap);
+    s->d.handed_over = 1;
+    s->write_pause_ms += slotThaw();
+    migHeldStats(s);
+    migCaptureFreeArgs(s);
+    return 0;
+}
+
+/* A wholesale delete walks a slot's keys in list order, and its time went
+ * to cache misses: the key's entry, its name (to hash it) and its bucket
+ * (a random slot of a table of megabytes). While one key is deleted, the
+ * next key's hash is computed and its bucket asked for, the name of the
+ * key after it, and the entry after that: each was asked for one key
+ * earlier, so none of them waits for memory. */
+typedef struct migDelAhead {
+    dictEntry *de;              /* The next key to delete... */
+    uint64_t hash;              /* ...and its hash. */
+} migDelAhead;
+
+static void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
+    dictEntry *n1 = migNextInSlot(de), *n2;
+
+    la->de = n1;
+    if (n1 == NULL) return;
+    la->hash = dictHashKey(d, dictGetKey(n1));
+    migPrefetchBucket(d, la->hash);
+    if ((n2 = migNextInSlot(n1)) == NULL) return;
+    __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
+    if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
+}
+
+/* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
+ * its replicas and AOF, and each slot's manifest once its keys are gone.
+ * Slots whose every key lies in their blocks (no DUMP record) are unlinked
+ * without freeing (MIG_DEL_IN_BLOCKS); once the lazyfree thread has
+ * freed everything queued before that ended (a barrier job: an expire or
+ * eviction after the thaw may have queued an object of those slots), their
+ * blocks are released wholesale. The other slots' keys are deleted one by
+ * one, and their emptied blocks return to the OS as whole blocks.
+ * Stages: 0 unlink or delete keys, 1 wait for the barrier, 2 release
+ * (retire) the blocks, 3 wait for the lazyfree thread to return their
+ * pages to the OS.
+ * A donor that gave away its last slot turns into a replica of the
+ * recipient (as with SETSLOT), whose full sync replaces the whole dataset:
+ * then it deletes nothing more (deleting would hit the keys the sync
+ * brings), but still releases the slots it had unlinked. */
+static int migDonorDeleteSlice(migSession *s) {
+    redisDb *db = &server.db[0];
+    monotime start;
+    mstime_t lat;
+    int n = 0, prev_core, more = 1;
+    migDelAhead ahead = {NULL, 0};
+
+    if (migClientsPaused()) return MIG_SLICE_WAIT;
+    elapsedStart(&start);
+    latencyStartMonitor(lat);
+    if (s->d.delete_stage == 0 && server.masterhost) {
+        serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
+                  "its full sync replaces the keys left to delete");
+        s->d.delete_stage = 1;
+    }
+    if (s->d.delete_stage == 0) {
+        /* s->cursor walks the slots, s->stage the s->slots entries (in
+         * slot order; slots without an entry had no keys). */
+        prev_core = migPropagateBegin();
+        while (s->cursor < CLUSTER_SLOTS) {
+            int slot = s->cursor;
+            migSlot *ms;
+            dictEntry *de;
+
+            if (!migSlotIsSet(s->bitmap, slot)) {
+                s->cursor++;
+                continue;
+            }
+            ms = migSlotEntry(s, slot);
+            if (ms && !ms->unlinked) {
+                ms->unlinked = 1;
+                /* Keys written since the transfer (dirty) are freed one by
+                 * one; every other key is one of the manifest's. */
+                ms->bulk = ms->has_manifest && ms->manifest.keys_serialized == 0 &&
+                           (ms->manifest.nkeys == countKeysInSlot(slot) || ms->dirty);
+            }
+            if ((de = (*db->slots_to_keys).by_slot[slot].head) == NULL) {
+                if (ms) ms->unlinked = 2;
+                if (ms && ms->bulk) ms->has_manifest = 0;   /* In the blocks. */
+                else if (ms) migSlotFreeManifest(ms);
+                s->cursor++;
+                if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+                continue;
+            }
+            int how = ms && ms->bulk && !(ms->dirty && migKeyIsDirty(s, dictGetKey(de))) ?
+                      MIG_DEL_IN_BLOCKS :
+                      server.lazyfree_lazy_server_del ? MIG_DEL_LAZY : MIG_DEL_SYNC;
+            uint64_t hash = ahead.hash;
+            int known = ahead.de == de;
+            /* Only an unlink runs no other code (a delete may reach modules'
+             * callbacks), so only then is the next key's entry still ours. */
+            if (how == MIG_DEL_IN_BLOCKS) migDelLookahead(db->dict, de, &ahead);
+            else ahead.de = NULL;
+            migDeleteKey(db, slot, de, how, known ? &hash : NULL);
+            if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
+        }
+        migPropagateEnd(prev_core);
+        if (s->cursor == CLUSTER_SLOTS) s->d.delete_stage = 1;
+    }
+    if (s->d.delete_stage == 1 && migLazyfreeBarrierPassed(s, 0)) {
+        s->d.delete_stage = 2;
+        s->stage = 0;
+    }
+    if (s->d.delete_stage == 2) {
+        while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
+            migSlot *ms = &s->slots[s->stage++];
+            if (!ms->bulk) {
+                if (ms->unlinked == 2) migReleaseIfEmpty(ms->slot);
+                continue;
+            }
+            /* A slot left half unlinked (this node became a replica) keeps
+             * its blocks: the full sync may free its other keys on the
+             * lazyfree thread at any time. */
+            if (ms->unlinked == 2) migReleaseBulkSlot(ms->slot);
+            else serverLog(LL_WARNING, "Slot migration: slot %d was left half "
+                           "deleted (this node became a replica); its blocks "
+                           "stay", ms->slot);
+        }
+        if (s->stage == s->nmig) s->d.delete_stage = 3;
+    }
+    /* The blocks' pages go back to the OS on the lazyfree thread; the
+     * delete (and the reply) ends when they have. */
+    if (s->d.delete_stage == 3 && migLazyfreeBarrierPassed(s, 1)) {
+        migDonorFreeManifests(s);   /* Those a replica left. */
+        migUnpinAll(s);
+        more = 0;
+    }
+    latencyEndMonitor(lat);
+    latencyAddSampleIfNeeded("migration-delete-slice", lat);
+    if (more && (s->d.delete_stage == 1 || s->d.delete_stage == 3)) return MIG_SLICE_WAIT;
+    return more;
+}
+
+/* Whether this node's view says the recipient owns every slot (its claim
+ * came through the cluster bus). */
+static int migDonorOwnerSlice(migSession *s) {
+    clusterNode *n = clusterLookupNode(s->d.target, CLUSTER_NAMELEN);
+    if (n == NULL) return -1;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot) && server.cluster->slots[slot] != n) return -1;
+    return 0;
+}
+
+/* Rollback before the handover: thaw, let go of the manifests. */
+static int migDonorRollbackSlice(migSession *s) {
+    slotUnwatch();
+    s->write_pause_ms += slotThaw();
+    migHeldStats(s);
+    migCaptureFree(s);
+    migDonorFreeManifests(s);
+    migUnpinAll(s);
+    return 0;
+}
+
+/* ============================= Donor: thread ============================== */
+
+/* Donor thread: sleep ms (DEBUG MIGRATION-DELAY), waking up early on an
+ * abort (cancel, deadline). */
+static void migSleep(migSession *s, long long ms) {
+    while (ms > 0 && !migAborting(s)) {
+        usleep(10000);
+        ms -= 10;
+    }
+}
+
+static void migDelay(migSession *s, int phase) {
+    migSleep(s, migDelayMs[phase]);
+}
+
+/* migration-max-bandwidth. Over TCP, the bytes a donor sends cost the
+ * kernel time on both hosts, time the main threads there would spend on
+ * clients (BENCHMARKS.md: on a CPU shared with a server, loopback TCP I/O
+ * costs its clients far more than the same CPU time spent computing). An
+ * operator who prefers a longer migration with less of that cost per
+ * second sets a limit: the donor thread then waits, before each chunk,
+ * until the bytes sent so far have taken the time the limit gives them.
+ * The average counts from the moment the limit took its current value:
+ * the thread reads it before every chunk, so that CONFIG SET applies to
+ * a running migration (and 0 lets it go at full speed at once).
+ *
+ * A write that waits for a slot not sent yet (the freeze holds it, and
+ * with it every later command of its client: a cluster client that
+ * multiplexes one connection per node stalls all its traffic to the
+ * node) overrides the limit: no wait while a slot is wanted, and the
+ * slot goes next, in a chunk of its own (migNextWantedSlot, and the
+ * urgent chunks of migDonorTransfer). Its bytes still count, so the
+ * slots nobody waits for wait longer afterwards. Under a write-heavy
+ * load, the transfer then goes at about full speed, which is what costs
+ * those clients least. */
+typedef struct migPacer {
+    long long limit;                /* Bytes/s the average counts at. */
+    long long start_us;             /* Since when... */
+    long long bytes;                /* ...and the bytes sent since then. */
+    long long waited_us;            /* All the waits (s->throttled_ms). */
+} migPacer;
+
+/* The limit now (a config the main thread may change at any time). */
+static long long migBandwidthLimit(void) {
+    return __atomic_load_n(&server.migration_max_bandwidth, __ATOMIC_RELAXED);
+}
+
+/* How many bytes to send between two looks at the limit: about 10 ms
+ * worth of it, so that a limited transfer goes in small even bursts
+ * rather than 4 MB ones; at least 64 KB (fewer, longer system calls). */
+static uint64_t migChunkBytes(long long limit) {
+    if (limit <= 0) return (uint64_t)MIG_WRITE_CHUNK;
+    uint64_t c = (uint64_t)limit / 100;
+    if (c < 64 * 1024) c = 64 * 1024;
+    return c > (uint64_t)MIG_WRITE_CHUNK ? (uint64_t)MIG_WRITE_CHUNK : c;
+}
+
+/* 1 if a command waits to write to a slot of the transfer (s->d.wanted; the
+ * bits stay for migNextWantedSlot to take). */
+static int migAnyWanted(migSession *s) {
+    for (int w = 0; w < CLUSTER_SLOTS / 64; w++)
+        if (__atomic_load_n(&s->d.wanted[w], __ATOMIC_RELAXED)) return 1;
+    return 0;
+}
+
+/* Before building a chunk: wait as long as the limit asks, unless 'urgent'
+ * (the chunk goes on with a slot a command waits for) or until a command
+ * waits for a slot, in steps of at most 10 ms to see a cancel or the
+ * deadline. The caller then adds the chunk's bytes to p->bytes. */
+static void migPace(migSession *s, migPacer *p, int urgent) {
+    long long limit = migBandwidthLimit();
+    if (limit != p->limit) {
+        p->limit = limit;
+        p->start_us = ustime();
+        p->bytes = 0;
+    }
+    if (limit <= 0 || urgent) return;
+    long long due = p->start_us + (long long)((double)p->bytes * 1e6 / (double)limit);
+    long long now = ustime();
+    /* migrationSlotWanted wakes us (s->cond) when a command starts to
+     * wait; under s->lock, so that the wake-up cannot come between the
+     * look at s->d.wanted and the wait. */
+    pthread_mutex_lock(&s->lock);
+    while (now < due && !migAborting(s) && !migAnyWanted(s) &&
+           migBandwidthLimit() == limit) {
+        long long step = due - now > 10000 ? 10000 : due - now;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)step * 1000;
+        while (ts.tv_nsec >= 1000000000L) { ts.tv_sec++; ts.tv_nsec -= 1000000000L; }
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        long long later = ustime();
+        p->waited_us += later - now;
+        now = later;
+    }
+    pthread_mutex_unlock(&s->lock);
+    s->throttled_ms = p->waited_us / 1000;
+}
+
+static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len);
+
+/* One command to the recipient on the thread's connection. Returns the
+ * reply (free it) or NULL with the session's error set. */
+static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
+                           const char *what) {
+    size_t *lens = zmalloc(sizeof(size_t) * argc);
+    long long left = migRemainingMs(s);
+    struct timeval tv = {left / 1000, (left % 1000) * 1000};
+    redisReply *r;
+
+    for (int j = 0; j < argc; j++) lens[j] = sdslen(argv[j]);
+    if (left <= 0) {
+        zfree(lens);
+        migFailAborted(s);
+        return NULL;
+    }
+    redisSetTimeout(rc, tv);
+    r = redisCommandArgv(rc, argc, (const char **)argv, lens);
+    zfree(lens);
+    if (r == NULL) {
+        if (migAborting(s)) migFailAborted(s);
+        else migFail(s, "%s: connection to the recipient %s:%d lost: %s",
+                     what, s->d.host, s->d.port, rc->errstr);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        /* The recipient's import has ended: say why it did. */
+        char why[MIG_ERR_LEN + 32] = "";
+        if (strstr(r->str, "no import session") && !migAborting(s))
+            migRecipientReason(s, rc, why, sizeof(why));
+        migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->d.host,
+                s->d.port, r->str, why);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* A field of a map reply (RESP2 flat array or RESP3 map). */
+static redisReply *migReplyField(redisReply *r, const char *name) {
+    if (r->type != REDIS_REPLY_ARRAY && r->type != REDIS_REPLY_MAP) return NULL;
+    for (size_t j = 0; j + 1 < r->elements; j += 2)
+        if (r->element[j]->type == REDIS_REPLY_STRING &&
+            !strcasecmp(r->element[j]->str, name)) return r->element[j + 1];
+    return NULL;
+}
+
+/* Donor thread, after the data connection broke: the recipient may have
+ * dropped it on purpose, having found bad data while the rest was still
+ * arriving, and then its reason is the useful part of the error. It is in
+ * the recipient's STATUS once its import has ended (quickly: nothing was
+ * linked yet), so ask for it on the control connection for up to a
+ * second. Fills why with " (the recipient: <reason>)", to append to an
+ * error, or "" when the recipient tells nothing. */
+static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len) {
+    struct timeval tv = {0, 300000};
+
+    why[0] = '\0';
+    if (rc == NULL || rc->err) return;
+    redisSetTimeout(rc, tv);
+    for (int i = 0; i < 20 && !migAborting(s); i++) {
+        redisReply *r = redisCommand(rc, "RDMAMIGRATESLOTS STATUS");
+        if (r == NULL) return;
+        redisReply *state = migReplyField(r, "state");
+        redisReply *last = migReplyField(r, "last_status");
+        redisReply *error = migReplyField(r, "last_error");
+        int ended = state && state->type == REDIS_REPLY_STRING && !strcmp(state->str, "idle");
+        if (ended && last && last->type == REDIS_REPLY_STRING && !strcmp(last->str, "failed") &&
+            error && error->type == REDIS_REPLY_STRING && error->len)
+            snprintf(why, len, " (the recipient: %s)", error->str);
+        int stop = ended || r->type == REDIS_REPLY_ERROR;
+        freeReplyObject(r);
+        if (stop) return;
+        usleep(50000);
+    }
+}
+
+/* Donor thread: the transfer failed with err; fail the migration with it,
+ * and with what the recipient says about it. */
+static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *err) {
+    char why[MIG_ERR_LEN + 32];
+
+    if (migAborting(s)) {
+        migFailAborted(s);
+        return;
+    }
+    migRecipientReason(s, rc, why, sizeof(why));
+    migFail(s, "%s%s", err, why);
+}
+
+/* A connection to the recipient, authenticated, within ms; NULL with why
+ * in err (MIG_ERR_LEN bytes; may be NULL). Leaves the session's error
+ * alone: the donor thread also uses it after the deadline, to resolve a
+ * handover or to end the recipient's session. */
+static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    redisContext *rc = redisConnectWithTimeout(s->d.host, s->d.port, tv);
+
+    if (rc == NULL || rc->err) {
+        if (err) snprintf(err, MIG_ERR_LEN, "cannot connect to the recipient %s:%d: %s",
+                          s->d.host, s->d.port, rc ? rc->errstr : "out of memory");
+        if (rc) redisFree(rc);
+        return NULL;
+    }
+    redisSetTimeout(rc, tv);
+    if (s->d.pass) {
+        redisReply *r = s->d.user ? redisCommand(rc, "AUTH %s %s", s->d.user, s->d.pass)
+                                : redisCommand(rc, "AUTH %s", s->d.pass);
+        if (r == NULL || r->type == REDIS_REPLY_ERROR) {
+            if (err) snprintf(err, MIG_ERR_LEN, "AUTH refused by the recipient %s:%d: %s",
+                              s->d.host, s->d.port, r ? r->str : rc->errstr);
+            if (r) freeReplyObject(r);
+            redisFree(rc);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return rc;
+}
+
+static redisContext *migRecipientConnect(migSession *s) {
+    char err[MIG_ERR_LEN];
+    long long left = migRemainingMs(s);
+    redisContext *rc = left > 0 ? migConnectTo(s, left, err) : NULL;
+
+    if (left <= 0) migFailAborted(s);
+    else if (rc == NULL) migFail(s, "%s", err);
+    return rc;
+}
+
+/* RDMARESOLVE <session> <slots> on rc (its timeout set by the caller). */
+static redisReply *migResolveCall(migSession *s, redisContext *rc) {
+    sds *argv = zmalloc(sizeof(sds) * 2);
+    int argc = 0;
+    argv[argc++] = sdsnew("RDMARESOLVE");
+    argv[argc++] = sdsnew(s->sid);
+    migAppendRanges(s->bitmap, &argv, &argc);
+    size_t *lens = zmalloc(sizeof(size_t) * argc);
+    for (int j = 0; j < argc; j++) lens[j] = sdslen(argv[j]);
+    redisReply *r = redisCommandArgv(rc, argc, (const char **)argv, lens);
+    zfree(lens);
+    migFreeArgv(argv, argc);
+    return r;
+}
+
+/* Donor thread, phase 6: RDMAHANDOVER. Returns 1 if the recipient took the
+ * slots (it replied OK), 0 if it did not (it refused, or the migration was
+ * aborted before asking: s->error set), -1 if nobody can tell (the reply
+ * was lost: connection broken, or no reply within the time left). */
+static int migDonorHandover(migSession *s, redisContext *rc) {
+    /* At least a few seconds: a reply that comes late is still an answer,
+     * and an answer spares asking again. */
+    long long wait = migRemainingMs(s) > 5000 ? migRemainingMs(s) : 5000;
+    struct timeval tv = {wait / 1000, (wait % 1000) * 1000};
+    redisReply *r;
+
+    /* From here a CANCEL is refused: one accepted now could not stop a
+     * handover already under way, and its +OK would be untrue. Decided
+     * under the lock CANCEL takes: either it came first, or it is
+     * refused. */
+    pthread_mutex_lock(&s->lock);
+    int cancel;
+    atomicGet(s->cancel, cancel);
+    if (!cancel) s->d.handover_begun = 1;
+    pthread_mutex_unlock(&s->lock);
+    if (cancel || migAborting(s)) {
+        migFailAborted(s);
+        return 0;
+    }
+    /* No thaw until the answer, however late it comes. */
+    s->d.keep_frozen_ms = wait + 5000;
+    migRunOnMain(s, migDonorKeepFrozenSlice);
+    /* RDMAHANDOVER counts only on the connection that opened the session:
+     * if that one is gone already, no handover can have happened (only
+     * the last round trip is left in doubt). */
+    redisSetTimeout(rc, tv);
+    r = redisCommand(rc, "PING");
+    if (r == NULL) {
+        migFail(s, "the connection to the recipient %s:%d broke before the "
+                "handover: %s", s->d.host, s->d.port, rc->errstr);
+        return 0;
+    }
+    freeReplyObject(r);
+    r = redisCommand(rc, "RDMAHANDOVER %s", s->sid);
+    if (r == NULL) {
+        serverLog(LL_WARNING, "Slot migration: no reply to RDMAHANDOVER from %s:%d "
+                  "(%s): asking the recipient what happened", s->d.host, s->d.port, rc->errstr);
+        return -1;
+    }
+    int ok = r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK");
+    if (!ok) migFail(s, "RDMAHANDOVER refused by the recipient %s:%d: %s", s->d.host,
+                     s->d.port, r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+    freeReplyObject(r);
+    return ok;
+}
+
+/* Donor thread: RDMAHANDOVER went out and no reply came back. The
+ * recipient may have taken the slots or not, and a guess either way loses
+ * keys: thawed here while the recipient owns them, the writes acknowledged
+ * here are lost; deleted here while it does not, every key is. So the
+ * slots stay frozen (writes wait; none is acknowledged) and the donor asks
+ * until it knows: the cluster's view (the recipient broadcasts its claim
+ * with a new config epoch at once), and the recipient itself, on fresh
+ * connections, with RDMARESOLVE, which also fences the session (a
+ * handover still in flight would then be refused, so "not-owned" is
+ * final). It asks for as long as it takes, the recipient may be
+ * restarting: it answers from nodes.conf then. Returns 1 if the
+ * recipient owns the slots, 0 (why in err) if it never will. */
+static int migDonorResolve(migSession *s, char *err) {
+    long long start = mstime(), logged = start;
+    int owned = -1;
+
+    atomicSet(s->d.resolving, 1);
+    s->d.keep_frozen_ms = 10000;
+    while (owned == -1) {
+        migRunOnMain(s, migDonorKeepFrozenSlice);
+        if (migRunOnMain(s, migDonorOwnerSlice) == 0) {
+            owned = 1;
+            break;
+        }
+        redisContext *rc = migConnectTo(s, 1000, NULL);
+        redisReply *r = rc ? migResolveCall(s, rc) : NULL;
+        if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "owned")) owned = 1;
+        else if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "not-owned")) owned = 0;
+        else if (r && r->type == REDIS_REPLY_ERROR && mstime() - logged >= 10000)
+            serverLog(LL_WARNING, "Slot migration: RDMARESOLVE: %s", r->str);
+        if (r) freeReplyObject(r);
+        if (rc) redisFree(rc);
+        if (owned != -1) break;
+        if (mstime() - logged >= 10000) {
+            logged = mstime();
+            serverLog(LL_WARNING, "Slot migration: the outcome of the handover of "
+                      "session %s is still unknown after %lld ms: the slots stay "
+                      "frozen here until %s:%d answers or the cluster shows its claim",
+                      s->sid, logged - start, s->d.host, s->d.port);
+        }
+        usleep(200000);
+    }
+    atomicSet(s->d.resolving, 0);
+    serverLog(LL_WARNING, "Slot migration: the handover of session %s %s (resolved "
+              "in %lld ms)", s->sid, owned ? "happened: the recipient owns the slots"
+              : "did not happen: the slots stay here", mstime() - start);
+    if (!owned) snprintf(err, MIG_ERR_LEN, "the handover's reply was lost, and the "
+                         "recipient says it does not own the slots (RDMARESOLVE)");
+    else {
+        /* Whatever the lost reply left in the error, the handover happened. */
+        pthread_mutex_lock(&s->lock);
+        sdsfree(s->error);
+        s->error = NULL;
+        pthread_mutex_unlock(&s->lock);
+    }
+    return owned;
+}
+
+static void migSetFd(migSession *s, int *field, int fd) {
+    pthread_mutex_lock(&s->lock);
+    *field = fd;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Transfer (donor thread): the index in s->slots of a slot not sent yet
+ * that a command waits to write to (the main thread sets s->d.wanted when it
+ * postpones one, migrationSlotWanted), or -1. Each bit is taken once. */
+static int migNextWantedSlot(migSession *s, const char *sent_done) {
+    for (int w = 0; w < CLUSTER_SLOTS / 64; w++) {
+        uint64_t bits = __atomic_load_n(&s->d.wanted[w], __ATOMIC_RELAXED);
+        while (bits) {
+            int slot = w * 64 + __builtin_ctzll(bits);
+            bits &= bits - 1;
+            __atomic_fetch_and(&s->d.wanted[w], ~(1ULL << (slot & 63)), __ATOMIC_RELAXED);
+            migSlot *ms = migSlotFind(s, slot);
+            if (ms && !sent_done[ms - s->slots]) return (int)(ms - s->slots);
+        }
+    }
+    return -1;
+}
+
+/* slotfreeze.c: a command waits to write to this frozen slot. While a
+ * donor prepares or sends its slots, that slot goes next, alone in its
+ * chunk, and at once (even under migration-max-bandwidth). */
+void migrationSlotWanted(int slot) {
+    migSession *s = mig;
+    if (s == NULL || s->role != MIG_ROLE_DONOR ||
+        (s->phase != MIG_PHASE_PREPARE && s->phase != MIG_PHASE_TRANSFER)) return;
+    uint64_t bit = 1ULL << (slot & 63);
+    if (__atomic_fetch_or(&s->d.wanted[slot >> 6], bit, __ATOMIC_RELAXED) & bit) return;
+    /* A thread waiting for migration-max-bandwidth (migPace) stops now. */
+    pthread_mutex_lock(&s->lock);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* Phase 4: RDMAREGISTER, then every block in one chain of writes. */
+static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
+    sds *argv = NULL;
+    int argc = 0, ok = 0;
+    size_t nb = 0, k = 0;
+    redisReply *r = NULL;
+    migBlockDesc *desc = NULL;
+    const void **addrs = NULL;
+    uint64_t *lens = NULL;
+    migSegment *segs = NULL, *batch = NULL;
+    char *sent_done = NULL;
+
+    s->d.sent_order = zmalloc(sizeof(int) * (s->nmig ? s->nmig : 1));
+
+    /* What each block holds (slotAllocBlockUsedRanges): only that is
+     * sent. The slots are frozen and pinned, their page tables still. */
+    size_t nseg = 0, nb_all = 0;
+    for (int i = 0; i < s->nmig; i++) nb_all += s->slots[i].nblocks;
+    uint64_t *used = zcalloc(sizeof(uint64_t) * (nb_all ? nb_all : 1));
+    uint64_t *sums = zcalloc(sizeof(uint64_t) * (nb_all ? nb_all : 1));
+    size_t *first = zcalloc(sizeof(size_t) * (nb_all + 1));
+    size_t *slot_end = zcalloc(sizeof(size_t) * (s->nmig + 1)); /* segs */
+    slotAllocRangeInfo *ranges = NULL;
+    for (int i = 0, k = 0; i < s->nmig; slot_end[i++] = nseg) {
+        for (size_t b = 0; b < s->slots[i].nblocks; b++, k++) {
+            void *addr = s->slots[i].blocks[b].local;
+            size_t n = slotAllocBlockUsedRanges(addr, NULL, 0);
+            ranges = zrealloc(ranges, sizeof(*ranges) * (nseg + n + 1));
+            n = slotAllocBlockUsedRanges(addr, ranges + nseg, n);
+            first[k] = nseg;
+            for (size_t j = 0; j < n; j++) used[k] += ranges[nseg + j].len;
+            sums[k] = migBlockSumRanges(addr, ranges + nseg, n);
+            nseg += n;
+            s->bytes_total += (long long)used[k];
+        }
+    }
+    first[nb_all] = nseg;
+
+    /* A limit that cannot send it all before the deadline would only
+     * time out at the end: say so now, while nothing has been sent. */
+    long long limit = migBandwidthLimit();
+    if (limit > 0 && s->bytes_total > 0) {
+        long long need = (long long)((double)s->bytes_total * 1000.0 / (double)limit);
+        if (need > migRemainingMs(s)) {
+            migFail(s, "migration-max-bandwidth %lld bytes/s needs %lld ms to send "
+                    "the %lld bytes of these slots, more than the %lld ms the "
+                    "TIMEOUT leaves: raise the limit (0: none) or the TIMEOUT",
+                    limit, need, s->bytes_total, migRemainingMs(s));
+            goto done;
+        }
+    }
+
+    argv = zmalloc(sizeof(sds) * 2);
+    argv[argc++] = sdsnew("RDMAREGISTER");
+    argv[argc++] = sdsnew(s->sid);
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 4 * ms->nblocks));
+        argv[argc++] = sdsfromlonglong(ms->slot);
+        argv[argc++] = sdsfromlonglong((long long)ms->nkeys);
+        argv[argc++] = sdscatprintf(sdsempty(), "%llu",
+                                    (unsigned long long)(uintptr_t)ms->manifest.addr);
+        argv[argc++] = sdsfromlonglong((long long)ms->nblocks);
+        for (size_t b = 0; b < ms->nblocks; b++) {
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].donor);
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].size);
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)used[nb + b]);
+            argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)sums[nb + b]);
+        }
+        nb += ms->nblocks;
+    }
+    r = migCall(s, rc, argc, argv, "RDMAREGISTER");
+    migFreeArgv(argv, argc);
+    if (r == NULL) goto done;
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != nb) {
+        migFail(s, "RDMAREGISTER: the recipient described %zu blocks, not %zu",
+                r->type == REDIS_REPLY_ARRAY ? r->elements : 0, nb);
+        goto done;
+    }
+    desc = zmalloc(sizeof(*desc) * (nb ? nb : 1));
+    addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
+    lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
+    segs = zmalloc(sizeof(*segs) * (nseg ? nseg : 1));
+    char err[MIG_ERR_LEN] = "";
+
+    for (size_t j = 0; j < nb; j++) {
+        redisReply *e = r->element[j];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements != 4 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_INTEGER ||
+            e->element[3]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_STRING) {
+            migFail(s, "RDMAREGISTER: block %zu is badly described", j);
+            goto done;
+        }
+        desc[j].id = (uint32_t)e->element[0]->integer;
+        desc[j].addr = strtoull(e->element[1]->str, NULL, 10);
+        desc[j].rkey = (uint32_t)e->element[2]->integer;
+        desc[j].len = (uint64_t)e->element[3]->integer;
+    }
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        for (size_t b = 0; b < ms->nblocks; b++, k++) {
+            addrs[k] = ms->blocks[b].local;
+            lens[k] = ms->blocks[b].size;
+            if (desc[k].len != lens[k] || desc[k].id != k) {
+                migFail(s, "RDMAREGISTER: block %zu is %llu bytes there, %llu here",
+                        k, (unsigned long long)desc[k].len, (unsigned long long)lens[k]);
+                goto done;
+            }
+            for (size_t j = first[k]; j < first[k + 1]; j++) {
+                segs[j].local = (char *)ms->blocks[b].local + ranges[j].offset;
+                segs[j].len = ranges[j].len;
+                segs[j].remote = &desc[k];
+                segs[j].remoteOffset = ranges[j].offset;
+            }
+        }
+    }
+    if (nb == 0) {                  /* Only empty slots: nothing to send. */
+        ok = 1;
+        goto done;
+    }
+    if (migRegisterSendBlocks(conn, addrs, lens, (uint32_t)nb, err) == -1) {
+        migFail(s, "%s", err);
+        goto done;
+    }
+    if (migDelayWriteMs > 0) {
+        serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY write: %zu "
+            "blocks registered on both ends, waiting %lld ms before writing",
+            nb, migDelayWriteMs);
+        migSleep(s, migDelayWriteMs);
+    }
+    /* Slot by slot, in chunks of about MIG_WRITE_CHUNK bytes (with DEBUG
+     * MIGRATION-DELAY chunk: one slot each; with migration-max-bandwidth,
+     * 10 ms of it, paced by migPace). A slot some command waits to write
+     * to goes next (migNextWantedSlot), in a chunk of such slots only and
+     * with no wait for the limit, else the next in slot order; after each
+     * chunk, the slots it completed take writes again (migDonorRelaxSent),
+     * so a waiting write waits about for its own slot's bytes. */
+    batch = zmalloc(sizeof(*batch) * (nseg ? nseg : 1));
+    sent_done = zcalloc(s->nmig ? s->nmig : 1);
+    int sent = 0, cur = -1, in_order = 0;
+    size_t pos = 0;                 /* The next segment of slot cur. */
+    migPacer pacer = {0, 0, 0, 0};
+    int cur_wanted = 0;             /* A command waits for slot cur. */
+    while (sent < s->nmig) {
+        size_t n = 0;
+        /* A chunk that starts with a slot a command waits for holds only
+         * such slots: the sooner it is sent, the sooner they take writes
+         * again. */
+        int urgent = cur >= 0 && cur_wanted;
+        migPace(s, &pacer, urgent);
+        uint64_t chunk = 0, chunk_max = migChunkBytes(migBandwidthLimit());
+        int completed = sent;
+        while (completed < s->nmig && chunk < chunk_max) {
+            if (cur < 0) {
+                cur = migNextWantedSlot(s, sent_done);
+                cur_wanted = cur >= 0;
+                if (cur_wanted && chunk == 0) urgent = 1;
+                if (cur < 0 && urgent) break;
+                if (cur < 0) {
+                    while (sent_done[in_order]) in_order++;
+                    cur = in_order;
+                }
+                pos = cur ? slot_end[cur - 1] : 0;
+            }
+            while (pos < slot_end[cur] &&
+                   (chunk == 0 || chunk + segs[pos].len <= chunk_max)) {
+                batch[n++] = segs[pos];
+                chunk += segs[pos++].len;
+            }
+            if (pos < slot_end[cur]) break;             /* The chunk is full. */
+            sent_done[cur] = 1;
+            s->d.sent_order[completed++] = cur;
+            cur = -1;
+            if (migDelayChunkMs) break;
+        }
+        pacer.bytes += (long long)chunk;
+        if (migAborting(s)) {
+            migFailAborted(s);
+            goto done;
+        }
+        if (n && migWriteBlocks(conn, batch, n, err) == -1) {
+            migDonorTransferFailed(s, rc, err);
+            goto done;
+        }
+        s->bytes_sent += chunk;
+        sent = completed;
+        __atomic_store_n(&s->d.slots_sent, sent, __ATOMIC_RELEASE);
+        if (migDelayChunkMs > 0) {
+            serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY chunk: "
+                "%d of %d slots sent, waiting %lld ms", sent, s->nmig, migDelayChunkMs);
+            migSleep(s, migDelayChunkMs);
+        }
+    }
+    if (migFinish(conn, err) == -1) {
+        migDonorTransferFailed(s, rc, err);
+        goto done;
+    }
+    s->bytes = s->bytes_sent;
+    ok = 1;
+done:
+    migGetStats(conn, &s->tstats);
+    if (r) freeReplyObject(r);
+    zfree(desc);
+    zfree(addrs);
+    zfree(lens);
+    zfree(segs);
+    zfree(used);
+    zfree(sums);
+    zfree(first);
+    zfree(slot_end);
+    zfree(ranges);
+    zfree(batch);
+    zfree(sent_done);
+    return ok ? 0 : -1;
+}
+
+void *migDonorThread(void *arg) {
+    migSession *s = arg;
+    redisContext *rc = NULL;
+    migConn *conn = NULL;
+    redisReply *r;
+    sds *argv = NULL;
+    int argc = 0, ok = 0;
+    char err[MIG_ERR_LEN] = "";
+
+    redis_set_thread_title("migration");
+    migApplyThreadPriority(s);
+
+    /* 2. The recipient opens an import session and its data listener. */
+    if ((rc = migRecipientConnect(s)) == NULL) goto fail;
+    migSetFd(s, &s->rc_fd, rc->fd);
+    char tmo[32];
+    snprintf(tmo, sizeof(tmo), "%lld", migRemainingMs(s) + 1000);
+    argv = zmalloc(sizeof(sds) * 2);
+    argv[argc++] = sdsnew("INITRDMASERVER");
+    argv[argc++] = sdsnew("0");
+    migAppendRanges(s->bitmap, &argv, &argc);
+    argv = zrealloc(argv, sizeof(sds) * (argc + 6));
+    argv[argc++] = sdsnew("TRANSPORT");
+    argv[argc++] = sdsnew(migKindName(s->kind));
+    argv[argc++] = sdsnew("TIMEOUT");
+    argv[argc++] = sdsnew(tmo);
+    argv[argc++] = sdsnew("VERSION");
+    argv[argc++] = sdsfromlonglong(MIG_PROTOCOL_VERSION);
+    r = migCall(s, rc, argc, argv, "INITRDMASERVER");
+    migFreeArgv(argv, argc);
+    argv = NULL;
+    argc = 0;
+    if (r == NULL) goto fail;
+    redisReply *ft = migReplyField(r, "transport"), *fh = migReplyField(r, "host"),
+               *fp = migReplyField(r, "port"), *fk = migReplyField(r, "token"),
+               *fs = migReplyField(r, "session");
+    migKind kind;
+    if (!ft || !fh || !fp || !fk || !fs || ft->type != REDIS_REPLY_STRING ||
+        fh->type != REDIS_REPLY_STRING || fp->type != REDIS_REPLY_INTEGER ||
+        fk->type != REDIS_REPLY_STRING || migParseKind(ft->str, &kind) == -1 ||
+        kind == MIG_KIND_AUTO || fs->type != REDIS_REPLY_STRING || !migValidSid(fs->str)) {
+        migFail(s, "INITRDMASERVER: unexpected reply from the recipient");
+        freeReplyObject(r);
+        goto fail;
+    }
+    pthread_mutex_lock(&s->lock);   /* (STATUS reads it.) */
+    memcpy(s->sid, fs->str, MIG_TOKEN_LEN + 1);
+    pthread_mutex_unlock(&s->lock);
+    snprintf(s->transport, sizeof(s->transport), "%s", migKindName(kind));
+    conn = migConnect(kind, fh->str, (int)fp->integer, fk->str,
+                      kind == MIG_KIND_RDMA && server.rdma_bind[0] ? server.rdma_bind : NULL,
+                      migRemainingMsInt(s), err);
+    freeReplyObject(r);
+    if (conn == NULL) {
+        migFail(s, "%s", err);
+        goto fail;
+    }
+    migSetFd(s, &s->data_fd, migTcpFd(conn));
+
+    /* 3. Prepare. */
+    migSetPhase(s, MIG_PHASE_PREPARE);
+    migDelay(s, MIG_PHASE_PREPARE);
+    if (migRunOnMain(s, migDonorPrepareSlice) == -1) goto fail;
+
+    /* 4. Transfer. */
+    migSetPhase(s, MIG_PHASE_TRANSFER);
+    migDelay(s, MIG_PHASE_TRANSFER);
+    if (migAborting(s)) { migFailAborted(s); goto fail; }
+    if (migDonorTransfer(s, rc, conn) == -1) goto fail;
+    migSetFd(s, &s->data_fd, -1);
+    migClose(conn);
+    conn = NULL;
+    /* The bytes have left: writes to the slots run again, recorded. */
+    migRunOnMain(s, migDonorCaptureSlice);
+
+    /* 5. The recipient adopts everything (deferred reply of RDMADONE). */
+    migSetPhase(s, MIG_PHASE_PATCH);
+    migDelay(s, MIG_PHASE_PATCH);
+    if (migAborting(s)) { migFailAborted(s); goto fail; }
+    argv = NULL;
+    argc = 0;
+    argv = zmalloc(sizeof(sds) * 2);
+    argv[argc++] = sdsnew("RDMADONE");
+    argv[argc++] = sdsnew(s->sid);
+    migAppendRanges(s->bitmap, &argv, &argc);
+    r = migCall(s, rc, argc, argv, "RDMADONE");
+    migFreeArgv(argv, argc);
+    if (r == NULL) goto fail;
+    redisReply *fkeys = migReplyField(r, "keys");
+    if (!fkeys || fkeys->type != REDIS_REPLY_INTEGER || fkeys->integer != s->keys) {
+        migFail(s, "RDMADONE: the recipient adopted %lld keys, %lld were sent",
+                fkeys && fkeys->type == REDIS_REPLY_INTEGER ? fkeys->integer : -1, s->keys);
+        freeReplyObject(r);
+        goto fail;
+    }
+    freeReplyObject(r);
+
+    /* 6. Handover: the recorded writes replayed there (the slots frozen
+     * again), then the recipient owns the slots, then here. */
+    migSetPhase(s, MIG_PHASE_HANDOVER);
+    if (migRunOnMain(s, migDonorReplayBeginSlice) == -1) goto fail;
+    if (migDonorReplay(s, rc) == -1) goto fail;
+    migDelay(s, MIG_PHASE_HANDOVER);
+    if (migAborting(s)) { migFailAborted(s); goto fail; }
+    int owned = migDonorHandover(s, rc);
+    if (owned == 0) goto fail;
+    if (owned == -1 && !migDonorResolve(s, err)) {
+        migFail(s, "%s", err);
+        goto fail;
+    }
+    migRunOnMain(s, migDonorHandoverSlice);
+
+    /* 7. Delete here. */
+    migSetPhase(s, MIG_PHASE_DELETE);
+    migDelay(s, MIG_PHASE_DELETE);
+    migRunOnMain(s, migDonorDeleteSlice);
+    ok = 1;
+
+fail:
+    if (!ok) {
+        migSetPhase(s, MIG_PHASE_ROLLBACK);
+        migSetFd(s, &s->data_fd, -1);
+        if (conn) migClose(conn);
+        conn = NULL;
+        migRunOnMain(s, migDonorRollbackSlice);
+        /* Tell the recipient, naming our session (a donor it refused has
+         * none, and touches nothing), on a fresh connection if ours broke:
+         * it drops what it adopted. If it is gone, its own deadline or the
+         * closed connection does the same. */
+        if (rc && rc->err) {
+            migSetFd(s, &s->rc_fd, -1);
+            redisFree(rc);
+            rc = NULL;
+        }
+        if (s->sid[0] && rc == NULL) rc = migConnectTo(s, 2000, NULL);
+        if (s->sid[0] && rc) {
+            struct timeval tv = {2, 0};
+            redisSetTimeout(rc, tv);
+            r = migResolveCall(s, rc);
+            if (r && r->type == REDIS_REPLY_STRING && !strcmp(r->str, "owned"))
+                serverLog(LL_WARNING, "Slot migration: BUG: the recipient says it owns "
+                          "the slots of session %s, which failed here before its "
+                          "handover", s->sid);
+            if (r) freeReplyObject(r);
+        }
+    }
+    migSetFd(s, &s->rc_fd, -1);
+    if (rc) redisFree(rc);
+    if (conn) migClose(conn);
+    atomicSet(s->thread_done, 1);
+    return NULL;
+}
+
+/* The donor thread has returned: answer the caller, end the session. */
+void migDonorFinish(migSession *s) {
+    int ok = s->error == NULL;
+    int cancel;
+
+    pthread_join(s->thread, NULL);
+    atomicGet(s->cancel, cancel);
+    if (s->d.handed_over && !ok) ok = 1;      /* Cannot fail after handover. */
+    migSetPhase(s, ok ? MIG_PHASE_DONE : MIG_PHASE_FAILED);
+    if (s->d.caller) {
+        client *c = s->d.caller;
+        if (ok) {
+            migFigures f;
+            migSessionFigures(s, &f);
+            addReplyMapLen(c, 18);
+            migAddReplyFigureFields(c, &f, 0);
+        } else {
+            addReplyErrorFormat(c, "migration failed in %s: %s; both nodes are "
+                "back to STABLE, the slots and their keys are still here",
+                migPhaseName[s->error_phase], s->error);
+        }
+        s->d.caller = NULL;
+        unblockClient(c);
+    }
+    migEndSession(s, ok ? MIG_LAST_OK : (cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED));
+}

@@ -1,0 +1,1034 @@
+/* The slot migration's session: what the donor and the recipient both use
+ * (docs/DESIGN.md, "Threads" and "The protocol"; the protocol is drawn in
+ * migration.c's top comment, the files in migsession.h's).
+ *
+ * Here: the running session (mig) and the last one's record (migLast);
+ * a session's start, failure (the first cause wins), phases and end; its
+ * figures, as the summary reply, STATUS and INFO show them; the main
+ * thread's share of the work: jobs a donor thread posts (migRunOnMain),
+ * run in slices of MIG_SLICE_US by a 1 ms timer (migTimerProc), which
+ * also drives the recipient (migRecipientTick) and watches the threads'
+ * priority (migPriorityWatch); deleting keys outside a command, shared by
+ * the donor's delete, the recipient's rollback and the stale copies of
+ * slots given away; migration-thread-priority; and the nodes.conf
+ * variables that let a restarted node tell which slots it gave away or
+ * was importing (docs/DESIGN.md, "Replicas, AOF and failures" and "The
+ * handover").
+ *
+ * Threads: everything runs on the main thread, except what a migration
+ * thread calls: migFail, migAborting, migRemainingMs*, migSetPhase,
+ * migRunOnMain (the donor thread) and migApplyThreadPriority (each
+ * thread, on itself). This file calls the roles only from the timer.
+ *
+ * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
+ */
+
+#include "server.h"
+#include "cluster.h"
+#include "bio.h"
+#include "latency.h"
+#include "hiredis.h"
+#include "slotalloc.h"
+#include "slotcompact.h"
+#include "slotfreeze.h"
+#include "migblocks.h"
+#include "migtransport.h"
+#include "clustersetslots.h"
+#include "migration.h"
+#include "migprotocol.h"
+#include "migsession.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#endif
+
+/* cluster.c, not in cluster.h. */
+int clusterSaveConfig(int do_fsync);
+
+/* Names, in STATUS, INFO and the log (migsession.h). */
+const char *migPhaseName[] = {
+    "idle", "check", "prepare", "transfer", "patch", "link", "handover",
+    "delete", "rollback", "done", "failed"
+};
+const char *migRStateName[] = {
+    "listening", "receiving", "adopting", "ready", "owned", "rolling-back"
+};
+const char *migRoleName[] = {"none", "donor", "recipient"};
+const char *migLastName[] = {"none", "ok", "failed", "cancelled"};
+
+migSession *mig = NULL;      /* The running migration, if any. */
+static long long migTimerId = -1;
+
+/* What STATUS and INFO show of the last migration (migsession.h). */
+struct migLast migLast;
+
+static int migTimerProc(struct aeEventLoop *el, long long id, void *data);
+
+/* ================================ Helpers ================================= */
+
+long long migRemainingMs(migSession *s) {
+    long long left = s->deadline_ms - mstime();
+    return left > 0 ? left : 0;
+}
+
+/* The same, as the int timeout the transport calls take. */
+int migRemainingMsInt(migSession *s) {
+    long long left = migRemainingMs(s);
+    return left > INT_MAX ? INT_MAX : (int)left;
+}
+
+int migAborting(migSession *s) {
+    int cancel;
+    atomicGet(s->cancel, cancel);
+    if (cancel) return 1;
+    if (mstime() >= s->deadline_ms) {
+        s->timed_out = 1;
+        return 1;
+    }
+    return 0;
+}
+
+/* Set the error of the session once (the first cause wins). */
+void migFail(migSession *s, const char *fmt, ...) {
+    va_list ap;
+    pthread_mutex_lock(&s->lock);
+    if (s->error == NULL) {
+        va_start(ap, fmt);
+        s->error = sdscatvprintf(sdsempty(), fmt, ap);
+        va_end(ap);
+        s->error_phase = s->phase;
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The cause of an abort, when nothing more precise was recorded. */
+void migFailAborted(migSession *s) {
+    int cancel;
+    atomicGet(s->cancel, cancel);
+    if (cancel) {
+        migFail(s, "cancelled (RDMAMIGRATESLOTS CANCEL)");
+    } else if (s->timed_out || mstime() >= s->deadline_ms) {
+        char held[96] = "";
+        if (s->throttled_ms)
+            snprintf(held, sizeof(held), " (migration-max-bandwidth held the "
+                     "transfer back for %lld ms of it)", s->throttled_ms);
+        migFail(s, "timed out after %lld ms%s", mstime() - s->start_ms, held);
+    }
+}
+
+void migSetPhase(migSession *s, int phase) {
+    long long now = mstime();
+    if (s->phase != MIG_PHASE_IDLE && s->phase < MIG_PHASE_COUNT)
+        s->phase_ms[s->phase] += now - s->phase_start_ms;
+    s->phase_start_ms = now;
+    s->phase = phase;
+}
+
+/* A session id as INITRDMASERVER makes them: MIG_TOKEN_LEN lowercase hex
+ * digits. */
+int migValidSid(const char *sid) {
+    size_t n = strlen(sid);
+    if (n != MIG_TOKEN_LEN) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((sid[i] >= '0' && sid[i] <= '9') || (sid[i] >= 'a' && sid[i] <= 'f'))) return 0;
+    return 1;
+}
+
+int migSlotIsSet(const unsigned char *bitmap, int slot) {
+    return (bitmap[slot >> 3] >> (slot & 7)) & 1;
+}
+
+/* Parses <slot|start-end>... from argv[first..last) into bitmap (the
+ * parser of CLUSTER SETSLOTS); at least one is needed. Replies an error and
+ * returns C_ERR on bad input. */
+int migParseSlots(client *c, int first, int last, unsigned char *bitmap, int *count) {
+    if (first >= last) {
+        addReplyError(c, "at least one slot or range <start>-<end> is needed");
+        return C_ERR;
+    }
+    return clusterParseSlotRanges(c, first, last, bitmap, count);
+}
+
+/* The slots of a bitmap as range arguments ("0-5460", "7"), appended to an
+ * argv under construction. */
+void migAppendRanges(const unsigned char *bitmap, sds **argv, int *argc) {
+    for (int s = 0; s < CLUSTER_SLOTS; s++) {
+        if (!migSlotIsSet(bitmap, s)) continue;
+        int e = s;
+        while (e + 1 < CLUSTER_SLOTS && migSlotIsSet(bitmap, e + 1)) e++;
+        *argv = zrealloc(*argv, sizeof(sds) * (*argc + 1));
+        (*argv)[(*argc)++] = e == s ? sdsfromlonglong(s) : sdscatprintf(sdsempty(), "%d-%d", s, e);
+        s = e;
+    }
+}
+
+void migFreeArgv(sds *argv, int argc) {
+    for (int j = 0; j < argc; j++) sdsfree(argv[j]);
+    zfree(argv);
+}
+
+/* TRANSPORT <rdma|tcp|auto> or TIMEOUT <ms> at c->argv[*j], the options
+ * RDMAMIGRATESLOTS and INITRDMASERVER share. Returns 1 if it was one of
+ * them with its value (*j then points at the value), 0 if argv[*j] is
+ * something else or lacks its value, -1 after replying an error. */
+int migParseCommonOption(client *c, int *j, migKind *kind, long long *timeout) {
+    char *a = c->argv[*j]->ptr;
+    robj *v;
+
+    if (*j + 1 >= c->argc) return 0;
+    v = c->argv[*j + 1];
+    if (!strcasecmp(a, "transport")) {
+        if (migParseKind(v->ptr, kind) == -1) {
+            addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
+                                (char *)v->ptr);
+            return -1;
+        }
+    } else if (!strcasecmp(a, "timeout")) {
+        if (getLongLongFromObject(v, timeout) != C_OK ||
+            *timeout <= 0 || *timeout > MIG_MAX_TIMEOUT_MS) {
+            addReplyErrorFormat(c, "Invalid TIMEOUT '%s': milliseconds, 1 to %lld",
+                                (char *)v->ptr, MIG_MAX_TIMEOUT_MS);
+            return -1;
+        }
+    } else {
+        return 0;
+    }
+    (*j)++;
+    return 1;
+}
+
+/* Cluster mode, master, and slot affinity: what every command needs. */
+int migCheckNode(client *c) {
+    if (!server.cluster_enabled) {
+        addReplyError(c, "This instance has cluster support disabled: slot "
+                         "migration needs cluster mode");
+        return C_ERR;
+    }
+    if (nodeIsSlave(server.cluster->myself)) {
+        addReplyError(c, "Slot migration needs a master: this node is a replica");
+        return C_ERR;
+    }
+    return C_OK;
+}
+
+void migStartTimer(void) {
+    if (migTimerId != -1) return;
+    migTimerId = aeCreateTimeEvent(server.el, 1, migTimerProc, NULL, NULL);
+    if (migTimerId == AE_ERR) migTimerId = -1;
+}
+
+migSession *migNewSession(int role) {
+    migSession *s = zcalloc(sizeof(*s));
+    s->role = role;
+    s->phase = MIG_PHASE_CHECK;
+    s->start_ms = s->phase_start_ms = mstime();
+    s->rc_fd = s->data_fd = -1;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    return s;
+}
+
+/* Interrupt the blocking I/O of the session's thread (cancel, deadline):
+ * TCP sockets are shut down; an RDMA wait ends at its own timeout. */
+void migInterrupt(migSession *s) {
+    pthread_mutex_lock(&s->lock);
+    if (s->rc_fd != -1) shutdown(s->rc_fd, SHUT_RDWR);
+    if (s->data_fd != -1) shutdown(s->data_fd, SHUT_RDWR);
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The mean over the slots of how long their writes waited: the prepare's
+ * freeze as each slot saw it, plus the replay's. With the slots frozen
+ * together (no replay, or too much recorded) it is write_pause_ms. */
+static long long migWritePauseMean(migSession *s) {
+    if (s->pause_first_ms == 0 || s->nslots == 0) return s->write_pause_ms;
+    return s->pause_slot_ms / s->nslots + (s->write_pause_ms - s->pause_first_ms);
+}
+
+/* Record what STATUS/INFO show once the session is over, and free it. */
+void migEndSession(migSession *s, int last) {
+    if (s->phase != MIG_PHASE_DONE && s->phase != MIG_PHASE_FAILED)
+        migSetPhase(s, last == MIG_LAST_OK ? MIG_PHASE_DONE : MIG_PHASE_FAILED);
+    migLast.role = s->role;
+    migLast.last = last;
+    sdsfree(migLast.last_error);
+    migLast.last_error = s->error ? sdsdup(s->error) : NULL;
+    migSessionFigures(s, &migLast.fig);
+    migLast.manifests_rebuilt = s->manifests_rebuilt;
+    migLast.manifests_stale = s->manifests_stale;
+    migLast.prepare_frozen_ms = s->prepare_frozen_ms;
+    if (last == MIG_LAST_OK) {
+        migLast.total_ok++;
+        migLast.total_keys += s->keys;
+        migLast.total_bytes += s->bytes;
+        migLast.total_writes_replayed += s->writes_replayed;
+    } else {
+        migLast.total_failed++;
+    }
+    migLast.tstats.wr_posted += s->tstats.wr_posted;
+    migLast.tstats.chains_posted += s->tstats.chains_posted;
+    migLast.tstats.rdma_bytes_written += s->tstats.rdma_bytes_written;
+    migLast.tstats.tcp_bytes_sent += s->tstats.tcp_bytes_sent;
+    migLast.tstats.tcp_bytes_received += s->tstats.tcp_bytes_received;
+    if (last == MIG_LAST_OK)
+        serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
+            "%lld bytes over %s in %lld ms (prepare %lld, %lld of it frozen "
+            "with %lld manifests built again, transfer %lld, "
+            "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
+            "paused %lld ms, %lld ms on average per slot, %lld commands held "
+            "up to %lld ms, %lld replayed)",
+            migRoleName[s->role], s->nslots, s->keys, s->bytes,
+            migLast.fig.transport, migLast.fig.elapsed_ms,
+            s->phase_ms[MIG_PHASE_PREPARE], s->prepare_frozen_ms,
+            s->manifests_rebuilt, s->phase_ms[MIG_PHASE_TRANSFER],
+            s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
+            s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
+            s->write_pause_ms, migWritePauseMean(s), s->held_cmds, s->held_max_ms,
+            s->writes_replayed);
+    else
+        serverLog(LL_WARNING, "Slot migration (%s) of %d slots %s in %s: %s",
+            migRoleName[s->role], s->nslots,
+            last == MIG_LAST_CANCELLED ? "cancelled" : "failed",
+            migPhaseName[s->error_phase], s->error ? s->error : "?");
+
+    if (s->role == MIG_ROLE_RECIPIENT) {
+        if (s->r.peers_refused)
+            serverLog(LL_WARNING, "Slot migration: the data listener dropped %lld "
+                      "connections that were not the donor's", s->r.peers_refused);
+        migLast.peers_refused += s->r.peers_refused;
+        memcpy(migLast.import_sid, s->sid, sizeof(s->sid));
+        migLast.import_owned = s->r.rstate == MIG_R_OWNED;
+        /* The import's slots were pinned (initRdmaServerCommand):
+         * now compaction may have them. It relocates the values that
+         * came as DUMP payloads or were written by the replay (placed
+         * writes were refused while pinned): they are in the heap. */
+        migUnpinAll(s);
+        for (int i = 0; i < s->nmig && last == MIG_LAST_OK; i++)
+            if (s->slots[i].keys.keys_serialized || s->writes_replayed)
+                slotCompactRequest(s->slots[i].slot);
+    }
+    for (int i = 0; i < s->nmig; i++) {
+        zfree(s->slots[i].blocks);
+        if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
+    }
+    zfree(s->slots);
+    zfree(s->d.sent_order);
+    migCaptureFree(s);
+    zfree(s->r.reg_addrs);
+    zfree(s->r.reg_lens);
+    zfree(s->r.reg_expect);
+    zfree(s->r.reg_slot);
+    zfree(s->r.patch_queue);
+    zfree(s->r.reg_desc);
+    sdsfree(s->d.user);
+    sdsfree(s->d.pass);
+    sdsfree(s->error);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    zfree(s);
+    if (mig == s) mig = NULL;
+}
+
+/* A session's figures so far (its transport "none" if it has none yet). */
+void migSessionFigures(migSession *s, migFigures *f) {
+    snprintf(f->transport, sizeof(f->transport), "%s",
+             s->transport[0] ? s->transport : "none");
+    f->slots = s->nslots;
+    f->keys = s->keys;
+    f->bytes = s->bytes;
+    f->bytes_total = s->bytes_total;
+    f->keys_zero_copy = s->keys_zero_copy;
+    f->keys_serialized = s->keys_serialized;
+    f->bytes_serialized = s->bytes_serialized;
+    memcpy(f->phase_ms, s->phase_ms, sizeof(f->phase_ms));
+    f->write_pause_ms = s->write_pause_ms;
+    f->write_pause_mean_ms = migWritePauseMean(s);
+    f->held_cmds = s->held_cmds;
+    f->held_max_ms = s->held_max_ms;
+    f->writes_replayed = s->writes_replayed;
+    f->throttled_ms = s->throttled_ms;
+    f->elapsed_ms = mstime() - s->start_ms;
+}
+
+/* The fields of a migration's figures, shared by the summary reply (18
+ * fields) and STATUS (which adds bytes_total: 19), in their order. */
+void migAddReplyFigureFields(client *c, const migFigures *f, int status) {
+    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, f->transport);
+    addReplyBulkCString(c, "slots"); addReplyLongLong(c, f->slots);
+    addReplyBulkCString(c, "keys"); addReplyLongLong(c, f->keys);
+    addReplyBulkCString(c, "bytes"); addReplyLongLong(c, f->bytes);
+    if (status) {
+        addReplyBulkCString(c, "bytes_total"); addReplyLongLong(c, f->bytes_total);
+    }
+    addReplyBulkCString(c, "keys_zero_copy"); addReplyLongLong(c, f->keys_zero_copy);
+    addReplyBulkCString(c, "keys_serialized"); addReplyLongLong(c, f->keys_serialized);
+    addReplyBulkCString(c, "bytes_serialized"); addReplyLongLong(c, f->bytes_serialized);
+    addReplyBulkCString(c, "prepare_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_PREPARE]);
+    addReplyBulkCString(c, "transfer_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_TRANSFER]);
+    addReplyBulkCString(c, "patch_ms");
+    addReplyLongLong(c, f->phase_ms[MIG_PHASE_PATCH] + f->phase_ms[MIG_PHASE_LINK]);
+    addReplyBulkCString(c, "handover_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_HANDOVER]);
+    addReplyBulkCString(c, "delete_ms"); addReplyLongLong(c, f->phase_ms[MIG_PHASE_DELETE]);
+    addReplyBulkCString(c, "write_pause_ms"); addReplyLongLong(c, f->write_pause_ms);
+    addReplyBulkCString(c, "write_pause_mean_ms"); addReplyLongLong(c, f->write_pause_mean_ms);
+    addReplyBulkCString(c, "commands_held"); addReplyLongLong(c, f->held_cmds);
+    addReplyBulkCString(c, "commands_held_max_ms"); addReplyLongLong(c, f->held_max_ms);
+    addReplyBulkCString(c, "writes_replayed"); addReplyLongLong(c, f->writes_replayed);
+    addReplyBulkCString(c, "throttled_ms"); addReplyLongLong(c, f->throttled_ms);
+}
+
+/* Block a client until the migration answers it (migrationReply*). */
+void migBlock(client *c) {
+    c->bpop.timeout = 0;
+    blockClient(c, BLOCKED_MIGRATION);
+}
+
+/* ============================ Main thread jobs ============================ */
+
+/* Donor thread: run fn on the main thread in slices and wait for it. */
+int migRunOnMain(migSession *s, migMainFn *fn) {
+    int r;
+    pthread_mutex_lock(&s->lock);
+    s->d.job = fn;
+    s->d.job_done = 0;
+    s->stage = s->cursor = s->d.delete_stage = 0;
+    while (!s->d.job_done) pthread_cond_wait(&s->cond, &s->lock);
+    r = s->d.job_result;
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+/* Returns 1 if a slice ran (more may follow at once). */
+static int migRunJobSlice(migSession *s) {
+    migMainFn *fn;
+    pthread_mutex_lock(&s->lock);
+    fn = s->d.job_done ? NULL : s->d.job;
+    pthread_mutex_unlock(&s->lock);
+    if (fn == NULL) return 0;
+    int r = fn(s);
+    if (r == MIG_SLICE_MORE) return 1;
+    if (r == MIG_SLICE_WAIT) return 0;
+    pthread_mutex_lock(&s->lock);
+    s->d.job = NULL;
+    s->d.job_result = r;
+    s->d.job_done = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return 1;
+}
+
+/* ============================== Deleting keys ============================= */
+
+/* CLIENT PAUSE (CLUSTER FAILOVER pauses writes too): the dataset must not
+ * change and nothing may be propagated (propagateNow() asserts it), so the
+ * slices that delete or link keys wait for its end. */
+int migClientsPaused(void) {
+    return checkClientPauseTimeoutAndReturnIfPaused();
+}
+
+/* Outside a command, what is propagated goes out one command at a time
+ * (as in the expire cycle): wrap a batch of migDeleteKey() calls. */
+int migPropagateBegin(void) {
+    int prev = server.core_propagates;
+    server.core_propagates = 1;
+    server.propagate_no_multi = 1;
+    return prev;
+}
+
+void migPropagateEnd(int prev) {
+    server.core_propagates = prev;
+    server.propagate_no_multi = 0;
+}
+
+/* dictUnlink() of an entry we hold: the bucket comes from the key's hash
+ * and its chain is searched by entry pointer, so the other keys of the
+ * chain are never read (comparing them was a cache miss each, a third of
+ * a wholesale delete's main-thread time). hash: the key's, if known.
+ * Returns 0 if the entry is not in the dict. Like dictUnlink() it does one
+ * rehash step when one is due. */
+static int migDictUnlinkEntry(dict *d, dictEntry *target, const uint64_t *hash) {
+    uint64_t h;
+
+    if (dictIsRehashing(d) && d->pauserehash == 0) dictRehash(d, 1);
+    h = hash ? *hash : dictHashKey(d, dictGetKey(target));
+    for (int table = 0; table <= 1; table++) {
+        if (d->ht_table[table] == NULL) break;
+        dictEntry **pp = &d->ht_table[table][h & DICTHT_SIZE_MASK(d->ht_size_exp[table])];
+        for (; *pp; pp = &(*pp)->next) {
+            if (*pp == target) {
+                *pp = target->next;
+                d->ht_used[table]--;
+                return 1;
+            }
+        }
+        if (!dictIsRehashing(d)) break;
+    }
+    return 0;
+}
+
+/* slotToKeyDelEntry() of the first key of a slot's list, whose slot is
+ * known: the key's name is not hashed again (crc16), and the entry has no
+ * previous one to update. */
+static void migSlotToKeyDelHead(redisDb *db, int slot, dictEntry *de) {
+    slotToKeys *stk = &(*db->slots_to_keys).by_slot[slot];
+    dictEntry *next = migNextInSlot(de);
+
+    serverAssert(stk->head == de && migPrevInSlot(de) == NULL);
+    stk->head = next;
+    if (next) migPrevInSlot(next) = NULL;
+    migNextInSlot(de) = NULL;
+    stk->count--;
+}
+
+/* Delete one key of a slot this node lets go of (the donor after the
+ * handover, a recipient dropping a failed import), and tell its replicas
+ * and AOF: UNLINK when the delete is lazy (for MIG_DEL_IN_BLOCKS, when
+ * lazyfree-lazy-server-del says so), else DEL. */
+void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash) {
+    sds key = dictGetKey(de);
+    robj *keyobj = createStringObject(key, sdslen(key));
+    int lazy = how == MIG_DEL_LAZY;
+
+    if (how == MIG_DEL_IN_BLOCKS) {
+        if (dictSize(db->expires) > 0) dictDelete(db->expires, key);
+        int found = migDictUnlinkEntry(db->dict, de, hash);
+        serverAssert(found);
+        migSlotToKeyDelHead(db, slot, de);
+        de->key = NULL;
+        de->v.val = NULL;
+        dictFreeUnlinkedEntry(db->dict, de);
+        lazy = server.lazyfree_lazy_server_del;
+    } else if (lazy) {
+        dbAsyncDelete(db, keyobj);
+    } else {
+        dbSyncDelete(db, keyobj);
+    }
+    /* signalModifiedKey() without its slot-compaction hook: the key is
+     * gone, and the hook would hash it and look it up again. */
+    touchWatchedKey(db, keyobj);
+    trackingInvalidateKey(NULL, keyobj, 1);
+    propagateDeletion(db, keyobj, lazy);
+    propagatePendingCommands();
+    decrRefCount(keyobj);
+    server.dirty++;
+}
+
+/* A lazyfree job that frees nothing: the lazyfree thread runs jobs in
+ * order, so when it sets the flag, every object queued before it is freed. */
+static void migLazyfreeBarrier(void *args[]) {
+    atomicSet(*(redisAtomic int *)args[0], 1);
+}
+
+/* The same, after returning the pages of the blocks of the slots given up
+ * (slotAllocPurgeRetired): tens of ms of kernel time for a big migration,
+ * which the main thread does not spend. */
+static void migLazyfreePurgeBarrier(void *args[]) {
+    slotAllocPurgeRetired();
+    atomicSet(*(redisAtomic int *)args[0], 1);
+}
+
+/* The s->slots entry of slot (NULL: none), for a walk over the slots in
+ * increasing order: s->slots is in slot order and s->stage follows. */
+migSlot *migSlotEntry(migSession *s, int slot) {
+    while (s->stage < s->nmig && s->slots[s->stage].slot < slot) s->stage++;
+    return s->stage < s->nmig && s->slots[s->stage].slot == slot ? &s->slots[s->stage] : NULL;
+}
+
+/* Whether the lazyfree thread has freed everything queued before the first
+ * call (which queues the barrier job; purge: one that first returns the
+ * retired blocks' pages to the OS). Call until it returns 1. */
+int migLazyfreeBarrierPassed(migSession *s, int purge) {
+    int done;
+
+    if (s->lazyfree_barrier == NULL) {
+        s->lazyfree_barrier = zcalloc(sizeof(*s->lazyfree_barrier));
+        bioCreateLazyFreeJob(purge ? migLazyfreePurgeBarrier : migLazyfreeBarrier, 1,
+                             s->lazyfree_barrier);
+    }
+    atomicGet(*s->lazyfree_barrier, done);
+    if (!done) return 0;
+    zfree(s->lazyfree_barrier);
+    s->lazyfree_barrier = NULL;
+    return 1;
+}
+
+void migUnpinAll(migSession *s) {
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 0);
+}
+
+/* Release the blocks of a slot this node holds no keys of, once they hold
+ * no live allocation: keys deleted one by one (the donor's slots with a
+ * DUMP record, a failed import's blocks) leave the slot's cached empty
+ * block behind (the allocator keeps one per slot for its next writes,
+ * which will not come here). */
+void migReleaseIfEmpty(int slot) {
+    slotAllocSlotStat st;
+
+    slotAllocSlotStats(slot, &st);
+    if (st.blocks && st.live_allocs == 0)
+        slotCompactRetireSlot(slot);
+}
+
+/* Release the blocks of a bulk slot whose keys were all unlinked, unless
+ * keys came back to it meanwhile: a node turned replica loads its master's
+ * data, which background compaction may move into the slot's blocks. Then
+ * the blocks stay, with the unlinked keys' memory in them (logged). */
+void migReleaseBulkSlot(int slot) {
+    if (countKeysInSlot(slot) == 0) {
+        slotCompactRetireSlot(slot);
+        return;
+    }
+    serverLog(LL_WARNING, "Slot migration: slot %d holds keys again (a full "
+              "sync?): its blocks stay, with the memory of the keys it let "
+              "go of", slot);
+}
+
+/* ============================= Recorded writes ============================ */
+
+/* The recorded commands (not the dirty keys, which the delete needs). */
+void migCaptureFreeArgs(migSession *s) {
+    for (size_t j = 0; j < s->d.cap_nargs; j++) sdsfree(s->d.cap_args[j]);
+    zfree(s->d.cap_args);
+    s->d.cap_args = NULL;
+    s->d.cap_nargs = s->d.cap_size = s->d.cap_bytes = 0;
+}
+
+void migCaptureFree(migSession *s) {
+    migCaptureFreeArgs(s);
+    if (s->d.dirty_keys) dictRelease(s->d.dirty_keys);
+    s->d.dirty_keys = NULL;
+    s->d.capturing = 0;
+}
+
+/* ========================= Migration thread priority ====================== */
+
+/* Applies migration-thread-priority to the calling thread, a migration
+ * thread. Both threads copy and check hundreds of MB as fast as a CPU
+ * allows; on a host whose CPUs are all busy serving clients they take
+ * those CPUs' time from the main threads, and clients see it as lost
+ * throughput and worse latency for the seconds a migration lasts. "low"
+ * and "idle" make the kernel prefer the main threads (a main thread that
+ * wakes up for a request preempts an idle-class thread at once) at the
+ * price of a longer migration, and so of a longer write pause on the
+ * migrating slots, when the CPUs are busy; on a host with no CPU time to
+ * spare at all they can starve the migration into its TIMEOUT. "auto"
+ * runs the thread idle too, and the main thread raises it back to normal
+ * if it starves (migPriorityWatch): that needs the right to leave the idle
+ * class (CAP_SYS_NICE, root, or an RLIMIT_NICE above the server's nice
+ * value), so without it auto runs the thread at normal priority. Only
+ * Linux sets nice values and policies per thread; elsewhere the setting is
+ * ignored (with a log line) rather than renice the whole server. Failures
+ * are logged, never fatal: the migration then runs at normal priority. */
+void migApplyThreadPriority(migSession *s) {
+    int prio = server.migration_thread_priority;
+#ifdef __linux__
+    int tid = (int)syscall(SYS_gettid);
+    atomicSet(s->tid, tid);
+    if (prio == MIG_PRIO_NORMAL) return;
+    if (prio == MIG_PRIO_AUTO) {
+        /* Can we come back? Leaving SCHED_IDLE is allowed when lowering
+         * the nice value by one would be; try that (and undo it). */
+        errno = 0;
+        int nice = getpriority(PRIO_PROCESS, (id_t)tid);
+        struct rlimit rl;
+        int can = getrlimit(RLIMIT_NICE, &rl) == 0 &&
+                  (rl.rlim_cur == RLIM_INFINITY || (long long)rl.rlim_cur >= 20 - nice);
+        if (!can && errno == 0 && setpriority(PRIO_PROCESS, (id_t)tid, nice - 1) == 0) {
+            can = 1;
+            setpriority(PRIO_PROCESS, (id_t)tid, nice);
+        }
+        if (!can) {
+            serverLog(LL_NOTICE, "Slot migration: migration-thread-priority "
+                      "auto runs the migration thread at normal priority: the "
+                      "server may not raise a thread back from the idle class "
+                      "(it needs CAP_SYS_NICE or RLIMIT_NICE >= %d)", 20 - nice);
+            return;
+        }
+    }
+#ifdef SCHED_IDLE
+    if (prio == MIG_PRIO_IDLE || prio == MIG_PRIO_AUTO) {
+        struct sched_param sp = {0};
+        if (pthread_setschedparam(pthread_self(), SCHED_IDLE, &sp) == 0) {
+            if (prio == MIG_PRIO_AUTO) atomicSet(s->prio_idle, 1);
+            return;
+        }
+        /* auto falls back to normal priority, idle to the lowest nice. */
+        serverLog(LL_WARNING, "Slot migration: cannot put the migration "
+                  "thread in the SCHED_IDLE class (%s); %s", strerror(errno),
+                  prio == MIG_PRIO_AUTO ? "it runs at normal priority" : "trying nice 19");
+        if (prio == MIG_PRIO_AUTO) return;
+    }
+#endif
+    if (prio == MIG_PRIO_AUTO) return;
+    int nice = prio == MIG_PRIO_IDLE ? 19 : 10;
+    if (setpriority(PRIO_PROCESS, (id_t)tid, nice) != 0)
+        serverLog(LL_WARNING, "Slot migration: cannot set the migration "
+                  "thread's nice value to %d (%s); it runs at normal "
+                  "priority", nice, strerror(errno));
+#else
+    UNUSED(s);
+    if (prio != MIG_PRIO_NORMAL && prio != MIG_PRIO_AUTO)
+        serverLog(LL_NOTICE, "Slot migration: migration-thread-priority is "
+                  "only applied on Linux; the migration thread runs at normal "
+                  "priority");
+#endif
+}
+
+/* The scheduler's account of a thread of ours: nanoseconds it ran and
+ * nanoseconds it waited, ready, for a CPU (/proc/.../schedstat). */
+static int migThreadSchedStat(int tid, unsigned long long *cpu_ns,
+                              unsigned long long *wait_ns) {
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/self/task/%d/schedstat", tid);
+    FILE *fp = fopen(path, "r");
+    if (fp == NULL) return -1;
+    int n = fscanf(fp, "%llu %llu", cpu_ns, wait_ns);
+    fclose(fp);
+    if (n == 2) return 0;
+    errno = EINVAL;     /* Not ENOENT: the file is there, its format is not. */
+    return -1;
+}
+
+/* migration-thread-priority auto, from the main thread's timer: a thread
+ * in the idle class runs only on CPU time nothing else wants, which is
+ * what clients want while a CPU has time to spare, and a migration that
+ * never ends when it has none (other processes, a client on the same
+ * host, a busy main thread). So every MIG_PRIO_WATCH_MS we look at how
+ * the thread fared: if it was ready to run for more than half the window
+ * and ran for less than a tenth of it, it is starving, and it goes back to
+ * normal priority for the rest of this migration (logged, and counted in
+ * INFO migration_thread_priority_raised). A thread that waits for its
+ * peer or for the main thread is not ready to run and is left alone. If
+ * the account cannot be read, the thread is raised at once: auto never
+ * risks a starved migration. */
+static void migPriorityWatch(migSession *s) {
+#if defined(__linux__) && defined(SCHED_IDLE)
+    int idle, done, tid, tid2;
+    atomicGet(s->prio_idle, idle);
+    if (!idle) return;
+    long long now = mstime();
+    if (s->watch_ms && now - s->watch_ms < MIG_PRIO_WATCH_MS) return;
+    atomicGet(s->thread_done, done);
+    atomicGet(s->tid, tid);
+    atomicGet(s->tid2, tid2);
+    if (done) return;
+    unsigned long long cpu = 0, waited = 0, cpu2 = 0, waited2 = 0;
+    int starving = 0, unreadable = migThreadSchedStat(tid, &cpu, &waited) != 0;
+    if (unreadable && errno == ENOENT) {
+        /* The thread returned between the two looks: nothing to watch. */
+        atomicSet(s->prio_idle, 0);
+        return;
+    }
+    /* The recipient's patcher (from the start of the transfer): it counts
+     * from the first look that found it; a patcher that has returned
+     * counts no more. */
+    int have2 = tid2 && migThreadSchedStat(tid2, &cpu2, &waited2) == 0;
+    if (!unreadable && s->watch_ms) {
+        /* The migration starves when its threads together ran less than
+         * a tenth of the window while one of them waited for a CPU more
+         * than half of it. (Together: two threads of one migration share
+         * the CPU time left over; each alone may get little of it while
+         * the migration goes on well.) */
+        unsigned long long win = (unsigned long long)(now - s->watch_ms) * 1000000ULL;
+        unsigned long long ran = cpu - s->watch_cpu_ns, wait = waited - s->watch_wait_ns;
+        if (have2 && s->watch_cpu2_ns) {
+            unsigned long long wait2 = waited2 - s->watch_wait2_ns;
+            ran += cpu2 - s->watch_cpu2_ns;
+            if (wait2 > wait) wait = wait2;
+        }
+        starving = wait > win / 2 && ran < win / 10;
+        if (starving)
+            serverLog(LL_NOTICE, "Slot migration: the migration's threads ran "
+                      "%llu ms and waited up to %llu ms for a CPU in the last %lld ms; "
+                      "they leave the idle class for the rest of this migration "
+                      "(migration-thread-priority auto)",
+                      ran / 1000000ULL, wait / 1000000ULL, now - s->watch_ms);
+    }
+    s->watch_ms = now;
+    s->watch_cpu_ns = cpu;
+    s->watch_wait_ns = waited;
+    s->watch_cpu2_ns = have2 ? cpu2 : 0;
+    s->watch_wait2_ns = have2 ? waited2 : 0;
+    if (!starving && !unreadable) return;
+    if (unreadable)
+        serverLog(LL_NOTICE, "Slot migration: cannot read the migration "
+                  "thread's scheduling figures (%s); it leaves the idle class "
+                  "(migration-thread-priority auto)", strerror(errno));
+    atomicSet(s->prio_idle, 0);
+    struct sched_param sp = {0};
+    if (sched_setscheduler((pid_t)tid, SCHED_OTHER, &sp) == 0) {
+        migLast.prio_raised++;
+    } else if (errno != ESRCH) {    /* ESRCH: it has just returned. */
+        serverLog(LL_WARNING, "Slot migration: cannot raise the migration "
+                  "thread to normal priority (%s); it stays in the idle class",
+                  strerror(errno));
+    }
+    /* The patcher, whether it exists yet or not: it inherits the policy
+     * of the thread that starts it. */
+    if (tid2) sched_setscheduler((pid_t)tid2, SCHED_OTHER, &sp);
+#else
+    UNUSED(s);
+#endif
+}
+
+/* ================================ The timer =============================== */
+
+static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
+    UNUSED(el); UNUSED(id); UNUSED(data);
+    migSession *s = mig;
+    if (s == NULL) {
+        migTimerId = -1;
+        return AE_NOMORE;
+    }
+    int busy;
+    migPriorityWatch(s);
+    if (s->role == MIG_ROLE_DONOR) {
+        int done;
+        /* A recipient that stopped reading leaves the donor thread in a
+         * write that waits for the connection's I/O timeout, set at
+         * connect: at the deadline, end it here, so that the slots not
+         * sent yet do not stay frozen past the TIMEOUT. */
+        if (s->phase == MIG_PHASE_TRANSFER && mstime() >= s->deadline_ms) {
+            pthread_mutex_lock(&s->lock);
+            if (s->data_fd != -1) shutdown(s->data_fd, SHUT_RDWR);
+            pthread_mutex_unlock(&s->lock);
+        }
+        migDonorRelaxSent(s);
+        busy = migRunJobSlice(s);
+        atomicGet(s->thread_done, done);
+        if (done) migDonorFinish(s);
+    } else {
+        busy = migRecipientTick(s);
+    }
+    if (mig == NULL) {
+        migTimerId = -1;
+        return AE_NOMORE;
+    }
+    /* While there is main thread work, the next slice comes right after
+     * the clients' events of this loop iteration; else look again in 1 ms. */
+    return busy ? 0 : 1;
+}
+
+/* ======================= The slots of the running session ================= */
+
+/* clustersetslots.c: a slot of the running import. Its CLUSTER SETSLOTS
+ * NODE <myself> is refused (only RDMAHANDOVER gives it to this node), and
+ * RDMAHANDOVER's bumps the epoch as for an IMPORTING slot. */
+int migrationImportsSlot(int slot) {
+    migSession *s = mig;
+    return s && s->role == MIG_ROLE_RECIPIENT && slot >= 0 && slot < CLUSTER_SLOTS &&
+           migSlotIsSet(s->bitmap, slot);
+}
+
+/* The cluster bus told this node that another owns slots it still has
+ * keys in (clusterUpdateSlotsConfigWith, cluster.c). Upstream deletes them
+ * at once, without telling replicas or the AOF; for a migration's slots
+ * past the transfer, the delete phase does it, in slices, with DELs. */
+int migrationDeletesSlot(int slot) {
+    migSession *s = mig;
+    return s && s->role == MIG_ROLE_DONOR && migSlotIsSet(s->bitmap, slot) &&
+           (s->phase == MIG_PHASE_PATCH || s->phase == MIG_PHASE_HANDOVER ||
+            s->phase == MIG_PHASE_DELETE);
+}
+
+/* ================ Slots given away, remembered in nodes.conf ================ */
+
+/* The slots this node handed over as a donor (phase 6), or that its shard
+ * lost to another node's newer claim (on a replica: its master's slots;
+ * clusterUpdateSlotsConfigWith), and that the shard has not owned again
+ * since. A donor that dies after its handover comes back from an RDB or
+ * AOF that may still hold its copies of those slots' keys (its delete
+ * phase had not finished, or had not reached the disk), and its replica,
+ * promoted, holds the copies its master had not deleted yet. Upstream's
+ * startup check (verifyClusterConfigWithData) would mark such a slot
+ * IMPORTING: the stale copies would then be served to ASKING clients and
+ * could be moved back over the owner's newer keys by `redis-cli --cluster
+ * fix`. So the set is saved in nodes.conf, as a "migration-given-slots"
+ * variable of its vars line, in the same write (fsynced) as the new owner,
+ * and at startup, or when a replica takes its master's place, the keys of
+ * those slots, if another node owns them and this one does not import
+ * them, are deleted (migrationDropStaleCopies). A slot leaves the set once
+ * this node or its master owns it again (at the next save). */
+static unsigned char migGiven[CLUSTER_SLOTS / 8];
+
+void migGiveSlots(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migGiven[j] |= bitmap[j];
+}
+
+/* The recipient's side of the same problem. From RDMADONE on, the keys it
+ * adopts are in its keyspace, so in its AOF (as RESTOREs), in any RDB it
+ * saves and in its replicas, before the slots are its own. Killed then, it
+ * would come back with them, and upstream's startup check would mark their
+ * slots IMPORTING: `redis-cli --cluster fix` could then give a slot to
+ * these stale copies. So the import's slots are saved in nodes.conf
+ * ("migration-importing-slots", fsynced) before the first key is linked,
+ * and forgotten in the same write that makes them this node's, or once a
+ * rollback has deleted the keys; at startup, the keys of such a slot this
+ * node does not own are deleted (migrationDropStaleCopies). The session of
+ * the last import handed over is saved with the new owners
+ * ("migration-import-session"): a donor that lost RDMAHANDOVER's reply
+ * asks RDMARESOLVE, which this node answers after a restart too. */
+static unsigned char migImporting[CLUSTER_SLOTS / 8];
+char migImportSid[MIG_TOKEN_LEN + 1];
+
+int migRememberImporting(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] |= bitmap[j];
+    return clusterSaveConfig(1);
+}
+
+/* The import ended (its slots are this node's, or its keys are gone): the
+ * next nodes.conf write leaves its slots out. */
+void migForgetImporting(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] &= ~bitmap[j];
+    clusterDoBeforeSleep(CLUSTER_TODO_SAVE_CONFIG);
+}
+
+/* clusterUpdateSlotsConfigWith(): a slot of this node's shard (its own, or
+ * its master's) now belongs to another node. */
+void migrationSlotLost(int slot) {
+    migGiven[slot >> 3] |= 1 << (slot & 7);
+}
+
+/* The slots of bitmap as "0-499,600" appended to s. */
+static sds migCatRanges(sds s, const unsigned char *bitmap) {
+    sds *ranges = NULL;
+    int n = 0;
+
+    migAppendRanges(bitmap, &ranges, &n);
+    for (int j = 0; j < n; j++) {
+        if (j) s = sdscatlen(s, ",", 1);
+        s = sdscatsds(s, ranges[j]);
+    }
+    migFreeArgv(ranges, n);
+    return s;
+}
+
+static int migAnySlot(const unsigned char *bitmap) {
+    for (int j = 0; j < CLUSTER_SLOTS / 8; j++) if (bitmap[j]) return 1;
+    return 0;
+}
+
+/* clusterSaveConfig(): append " migration-given-slots <ranges>" to the vars
+ * line, for the given slots this node's shard does not own (again), and
+ * the import's: " migration-importing-slots <ranges>" and
+ * " migration-import-session <id>". */
+sds migrationConfigVars(sds ci) {
+    clusterNode *me = server.cluster->myself;
+    int any = 0;
+
+    if (migAnySlot(migImporting))
+        ci = migCatRanges(sdscat(ci, " migration-importing-slots "), migImporting);
+    if (migImportSid[0]) ci = sdscatprintf(ci, " migration-import-session %s", migImportSid);
+
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(migGiven, slot)) continue;
+        clusterNode *owner = server.cluster->slots[slot];
+        /* (Not while its handover is under way: with the recipient
+         * unknown here, its claim arrives later through the bus.) */
+        if (owner && (owner == me || owner == me->slaveof) && !migrationDeletesSlot(slot))
+            migGiven[slot >> 3] &= ~(1 << (slot & 7));
+        else
+            any = 1;
+    }
+    if (!any) return ci;
+    return migCatRanges(sdscat(ci, " migration-given-slots "), migGiven);
+}
+
+/* clusterLoadConfig(): a variable of the vars line. Returns 1 if it is
+ * ours. A value that does not parse is logged and ignored: the startup
+ * check then treats the slots as upstream does (nothing is deleted). */
+int migrationLoadConfigVar(const char *name, const char *value) {
+    unsigned char bitmap[CLUSTER_SLOTS / 8] = {0};
+    const char *p = value;
+
+    if (!strcasecmp(name, "migration-import-session")) {
+        if (migValidSid(value)) snprintf(migImportSid, sizeof(migImportSid), "%s", value);
+        else serverLog(LL_WARNING, "Slot migration: ignoring nodes.conf variable "
+                       "migration-import-session '%s': not a session id", value);
+        return 1;
+    }
+    if (strcasecmp(name, "migration-given-slots") &&
+        strcasecmp(name, "migration-importing-slots")) return 0;
+    while (*p) {
+        char *end;
+        long a = strtol(p, &end, 10), b = a;
+        if (end == p || a < 0 || a >= CLUSTER_SLOTS) goto bad;
+        p = end;
+        if (*p == '-') {
+            b = strtol(p + 1, &end, 10);
+            if (end == p + 1 || b < a || b >= CLUSTER_SLOTS) goto bad;
+            p = end;
+        }
+        for (long s = a; s <= b; s++) bitmap[s >> 3] |= 1 << (s & 7);
+        if (*p == ',') p++;
+        else if (*p) goto bad;
+    }
+    memcpy(strcasecmp(name, "migration-given-slots") ? migImporting : migGiven,
+           bitmap, sizeof(bitmap));
+    return 1;
+
+bad:
+    serverLog(LL_WARNING, "Slot migration: ignoring nodes.conf variable "
+              "%s '%s': not a list of slots and ranges", name, value);
+    return 1;
+}
+
+/* A master's keys of a slot its shard gave away, that another node owns and
+ * this one does not import, are stale copies: delete them (DELs to the
+ * replicas and AOF, as the delete phase would have) and release their
+ * slots' blocks. Called at startup (verifyClusterConfigWithData, before
+ * upstream's check) and when a replica takes over from its master
+ * (clusterFailoverReplaceYourMaster), at once, as upstream deletes the
+ * keys of a slot it lost. */
+void migrationDropStaleCopies(void) {
+    redisDb *db = &server.db[0];
+    unsigned char done[CLUSTER_SLOTS / 8] = {0};
+    unsigned long long dropped = 0;
+    int slots = 0, prev;
+
+    if (nodeIsSlave(server.cluster->myself)) return;
+    if (migClientsPaused()) {
+        serverLog(LL_WARNING, "Slot migration: clients are paused: the stale "
+                  "copies of slots given away, if any, are deleted at the next start");
+        return;
+    }
+    prev = migPropagateBegin();
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        clusterNode *owner = server.cluster->slots[slot];
+        /* An import that never became this node's (see migImporting). */
+        int unfinished = migSlotIsSet(migImporting, slot) && owner != server.cluster->myself &&
+                         !migrationImportsSlot(slot);
+        if (unfinished) migImporting[slot >> 3] &= ~(1 << (slot & 7));
+        if (countKeysInSlot(slot) == 0) continue;
+        if (!unfinished && (!migSlotIsSet(migGiven, slot) ||
+            owner == NULL || owner == server.cluster->myself ||
+            server.cluster->importing_slots_from[slot] != NULL ||
+            migrationImportsSlot(slot))) continue;
+        dictEntry *de;
+        while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
+            migDeleteKey(db, slot, de, MIG_DEL_SYNC, NULL);
+            dropped++;
+        }
+        migReleaseIfEmpty(slot);
+        done[slot >> 3] |= 1 << (slot & 7);
+        slots++;
+    }
+    migPropagateEnd(prev);
+    if (slots == 0) return;
+    sds list = migCatRanges(sdsempty(), done);
+    if (sdslen(list) > 512) {   /* A log line holds 1 KB. */
+        sdsrange(list, 0, 511);
+        list = sdscat(list, "...");
+    }
+    serverLog(LL_WARNING, "Slot migration: deleted %llu stale keys of %d slots "
+              "handed over to other nodes (by this node or its former "
+              "master), or of an import that never ended here: %s", dropped, slots, list);
+    sdsfree(list);
+    clusterDoBeforeSleep(CLUSTER_TODO_SAVE_CONFIG);
+}
