@@ -7,13 +7,13 @@
  * migration's deadline: INITRDMASERVER, RDMAREGISTER, RDMADONE,
  * RDMAREPLAY, RDMAHANDOVER, RDMARESOLVE) and drives the transfer (paced
  * by migration-max-bandwidth: migPace); and the jobs it posts to the
- * main thread (migRunOnMain, migsession.c): the prepare (manifests built
+ * main thread (migRunOnMain, run in slices by migDonorTick): the prepare (manifests built
  * while writes flow, then the freeze), recording the writes of the slots
  * once their bytes have left (migrationPropagated, a server.c hook), the
  * handover's ownership change, the delete of the donor's copies, and the
- * rollback. The main thread's timer relaxes the slots sent
- * (migDonorRelaxSent) and ends the session when the thread has returned
- * (migDonorFinish).
+ * rollback. migDonorTick, the session timer's callback (main thread),
+ * runs those jobs, relaxes the slots sent (migDonorRelaxSent) and ends
+ * the session when the thread has returned (migDonorFinish).
  *
  * Nothing here calls the recipient's code (migrecipient.c): what both
  * roles use is in migsession.c.
@@ -52,6 +52,40 @@ long long migDelayWatchMs;
 
 static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
                            const char *what);
+
+/* ============================ Main thread jobs ============================ */
+
+/* Donor thread: run fn on the main thread in slices and wait for it. */
+static int migRunOnMain(migSession *s, migMainFn *fn) {
+    int r;
+    pthread_mutex_lock(&s->lock);
+    s->d.job = fn;
+    s->d.job_done = 0;
+    s->stage = s->cursor = s->d.delete_stage = 0;
+    while (!s->d.job_done) pthread_cond_wait(&s->cond, &s->lock);
+    r = s->d.job_result;
+    pthread_mutex_unlock(&s->lock);
+    return r;
+}
+
+/* Returns 1 if a slice ran (more may follow at once). */
+static int migRunJobSlice(migSession *s) {
+    migMainFn *fn;
+    pthread_mutex_lock(&s->lock);
+    fn = s->d.job_done ? NULL : s->d.job;
+    pthread_mutex_unlock(&s->lock);
+    if (fn == NULL) return 0;
+    int r = fn(s);
+    if (r == MIG_SLICE_MORE) return 1;
+    if (r == MIG_SLICE_WAIT) return 0;
+    pthread_mutex_lock(&s->lock);
+    s->d.job = NULL;
+    s->d.job_result = r;
+    s->d.job_done = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    return 1;
+}
 
 /* ============================== Donor: main =============================== */
 
@@ -219,7 +253,7 @@ static void migDonorCaptureBegin(migSession *s) {
  * WRITEs completed) take writes again, recorded like the rest, so a slot
  * sent first does not wait for the last one. Not once recording stopped
  * (too much recorded, a write no replay can reproduce, a failure). */
-void migDonorRelaxSent(migSession *s) {
+static void migDonorRelaxSent(migSession *s) {
     unsigned char bitmap[CLUSTER_SLOTS / 8];
     int sent;
 
@@ -806,7 +840,7 @@ static void migPace(migSession *s, migPacer *p, int urgent) {
     s->throttled_ms = p->waited_us / 1000;
 }
 
-static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len);
+static void migDonorRecipientReason(migSession *s, redisContext *rc, char *why, size_t len);
 
 /* One command to the recipient on the thread's connection. Returns the
  * reply (free it) or NULL with the session's error set. */
@@ -836,7 +870,7 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
         /* The recipient's import has ended: say why it did. */
         char why[MIG_ERR_LEN + 32] = "";
         if (strstr(r->str, "no import session") && !migAborting(s))
-            migRecipientReason(s, rc, why, sizeof(why));
+            migDonorRecipientReason(s, rc, why, sizeof(why));
         migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->d.host,
                 s->d.port, r->str, why);
         freeReplyObject(r);
@@ -861,7 +895,7 @@ static redisReply *migReplyField(redisReply *r, const char *name) {
  * linked yet), so ask for it on the control connection for up to a
  * second. Fills why with " (the recipient: <reason>)", to append to an
  * error, or "" when the recipient tells nothing. */
-static void migRecipientReason(migSession *s, redisContext *rc, char *why, size_t len) {
+static void migDonorRecipientReason(migSession *s, redisContext *rc, char *why, size_t len) {
     struct timeval tv = {0, 300000};
 
     why[0] = '\0';
@@ -893,7 +927,7 @@ static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *
         migFailAborted(s);
         return;
     }
-    migRecipientReason(s, rc, why, sizeof(why));
+    migDonorRecipientReason(s, rc, why, sizeof(why));
     migFail(s, "%s%s", err, why);
 }
 
@@ -927,7 +961,7 @@ static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
     return rc;
 }
 
-static redisContext *migRecipientConnect(migSession *s) {
+static redisContext *migDonorConnectRecipient(migSession *s) {
     char err[MIG_ERR_LEN];
     long long left = migRemainingMs(s);
     redisContext *rc = left > 0 ? migConnectTo(s, left, err) : NULL;
@@ -1330,7 +1364,7 @@ void *migDonorThread(void *arg) {
     migApplyThreadPriority(s);
 
     /* 2. The recipient opens an import session and its data listener. */
-    if ((rc = migRecipientConnect(s)) == NULL) goto fail;
+    if ((rc = migDonorConnectRecipient(s)) == NULL) goto fail;
     migSetFd(s, &s->rc_fd, rc->fd);
     char tmo[32];
     snprintf(tmo, sizeof(tmo), "%lld", migRemainingMs(s) + 1000);
@@ -1471,7 +1505,7 @@ fail:
 }
 
 /* The donor thread has returned: answer the caller, end the session. */
-void migDonorFinish(migSession *s) {
+static void migDonorFinish(migSession *s) {
     int ok = s->error == NULL;
     int cancel;
 
@@ -1495,4 +1529,24 @@ void migDonorFinish(migSession *s) {
         unblockClient(c);
     }
     migEndSession(s, ok ? MIG_LAST_OK : (cancel ? MIG_LAST_CANCELLED : MIG_LAST_FAILED));
+}
+
+/* The session's timer work on the donor (its migTickFn), main thread. */
+int migDonorTick(migSession *s) {
+    int busy, done;
+
+    /* A recipient that stopped reading leaves the donor thread in a
+     * write that waits for the connection's I/O timeout, set at
+     * connect: at the deadline, end it here, so that the slots not
+     * sent yet do not stay frozen past the TIMEOUT. */
+    if (s->phase == MIG_PHASE_TRANSFER && mstime() >= s->deadline_ms) {
+        pthread_mutex_lock(&s->lock);
+        if (s->data_fd != -1) shutdown(s->data_fd, SHUT_RDWR);
+        pthread_mutex_unlock(&s->lock);
+    }
+    migDonorRelaxSent(s);
+    busy = migRunJobSlice(s);
+    atomicGet(s->thread_done, done);
+    if (done) migDonorFinish(s);
+    return busy;
 }

@@ -358,7 +358,7 @@ void rdmaMigrateSlotsCommand(client *c) {
         return;
     }
 
-    migSession *s = migNewSession(MIG_ROLE_DONOR);
+    migSession *s = migNewSession(MIG_ROLE_DONOR, migDonorTick);
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;
     s->kind = kind;

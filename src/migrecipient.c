@@ -726,7 +726,7 @@ void initRdmaServerCommand(client *c) {
         addReplyErrorFormat(c, "cannot open the data listener: %s", err);
         return;
     }
-    migSession *s = migNewSession(MIG_ROLE_RECIPIENT);
+    migSession *s = migNewSession(MIG_ROLE_RECIPIENT, migRecipientTick);
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;
     memcpy(s->sid, sid, sizeof(sid));

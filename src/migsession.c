@@ -4,11 +4,11 @@
  *
  * Here: the running session (mig) and the last one's record (migLast);
  * a session's start, failure (the first cause wins), phases and end; its
- * figures, as the summary reply, STATUS and INFO show them; the main
- * thread's share of the work: jobs a donor thread posts (migRunOnMain),
- * run in slices of MIG_SLICE_US by a 1 ms timer (migTimerProc), which
- * also drives the recipient (migRecipientTick) and watches the threads'
- * priority (migPriorityWatch); deleting keys outside a command, shared by
+ * figures, as the summary reply, STATUS and INFO show them; the 1 ms
+ * timer (migTimerProc) that runs the main thread's share of the work
+ * through the role's callback (migDonorTick: the jobs the donor thread
+ * posts, in slices of MIG_SLICE_US; migRecipientTick) and watches the
+ * threads' priority (migPriorityWatch); deleting keys outside a command, shared by
  * the donor's delete, the recipient's rollback and the stale copies of
  * slots given away; migration-thread-priority; and the nodes.conf
  * variables that let a restarted node tell which slots it gave away or
@@ -17,8 +17,8 @@
  *
  * Threads: everything runs on the main thread, except what a migration
  * thread calls: migFail, migAborting, migRemainingMs*, migSetPhase,
- * migRunOnMain (the donor thread) and migApplyThreadPriority (each
- * thread, on itself). This file calls the roles only from the timer.
+ * and migApplyThreadPriority (each thread, on itself). This file calls
+ * neither role: they call it, and give it their timer work as a callback.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -221,9 +221,10 @@ void migStartTimer(void) {
     if (migTimerId == AE_ERR) migTimerId = -1;
 }
 
-migSession *migNewSession(int role) {
+migSession *migNewSession(int role, migTickFn *tick) {
     migSession *s = zcalloc(sizeof(*s));
     s->role = role;
+    s->tick = tick;
     s->phase = MIG_PHASE_CHECK;
     s->start_ms = s->phase_start_ms = mstime();
     s->rc_fd = s->data_fd = -1;
@@ -386,40 +387,6 @@ void migAddReplyFigureFields(client *c, const migFigures *f, int status) {
 void migBlock(client *c) {
     c->bpop.timeout = 0;
     blockClient(c, BLOCKED_MIGRATION);
-}
-
-/* ============================ Main thread jobs ============================ */
-
-/* Donor thread: run fn on the main thread in slices and wait for it. */
-int migRunOnMain(migSession *s, migMainFn *fn) {
-    int r;
-    pthread_mutex_lock(&s->lock);
-    s->d.job = fn;
-    s->d.job_done = 0;
-    s->stage = s->cursor = s->d.delete_stage = 0;
-    while (!s->d.job_done) pthread_cond_wait(&s->cond, &s->lock);
-    r = s->d.job_result;
-    pthread_mutex_unlock(&s->lock);
-    return r;
-}
-
-/* Returns 1 if a slice ran (more may follow at once). */
-static int migRunJobSlice(migSession *s) {
-    migMainFn *fn;
-    pthread_mutex_lock(&s->lock);
-    fn = s->d.job_done ? NULL : s->d.job;
-    pthread_mutex_unlock(&s->lock);
-    if (fn == NULL) return 0;
-    int r = fn(s);
-    if (r == MIG_SLICE_MORE) return 1;
-    if (r == MIG_SLICE_WAIT) return 0;
-    pthread_mutex_lock(&s->lock);
-    s->d.job = NULL;
-    s->d.job_result = r;
-    s->d.job_done = 1;
-    pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
-    return 1;
 }
 
 /* ============================== Deleting keys ============================= */
@@ -786,26 +753,8 @@ static int migTimerProc(struct aeEventLoop *el, long long id, void *data) {
         migTimerId = -1;
         return AE_NOMORE;
     }
-    int busy;
     migPriorityWatch(s);
-    if (s->role == MIG_ROLE_DONOR) {
-        int done;
-        /* A recipient that stopped reading leaves the donor thread in a
-         * write that waits for the connection's I/O timeout, set at
-         * connect: at the deadline, end it here, so that the slots not
-         * sent yet do not stay frozen past the TIMEOUT. */
-        if (s->phase == MIG_PHASE_TRANSFER && mstime() >= s->deadline_ms) {
-            pthread_mutex_lock(&s->lock);
-            if (s->data_fd != -1) shutdown(s->data_fd, SHUT_RDWR);
-            pthread_mutex_unlock(&s->lock);
-        }
-        migDonorRelaxSent(s);
-        busy = migRunJobSlice(s);
-        atomicGet(s->thread_done, done);
-        if (done) migDonorFinish(s);
-    } else {
-        busy = migRecipientTick(s);
-    }
+    int busy = s->tick(s);
     if (mig == NULL) {
         migTimerId = -1;
         return AE_NOMORE;

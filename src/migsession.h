@@ -16,13 +16,14 @@
  *        |          recipient: its commands, threads, link, rollback
  *        v
  *   migsession.c    the session both roles use: lifecycle, failure,
- *                   phases, figures, main-thread jobs and the timer, key
+ *                   phases, figures, the timer (role callbacks), key
  *                   deletion, thread priority, nodes.conf variables
  *
  * Calls go down only: the donor and the recipient never call each other
- * (what they share is in migsession.c). The one exception is the timer
- * (migTimerProc, main thread), which calls each role's per-tick work
- * (migDonorRelaxSent, migDonorFinish, migRecipientTick).
+ * (what they share is in migsession.c), and migsession.c calls neither:
+ * its timer (migTimerProc, main thread) runs the session's per-tick work
+ * through the callback its role gave migNewSession (migDonorTick,
+ * migRecipientTick).
  *
  * Threads: the main thread runs the commands, the timer and the jobs
  * posted by the donor thread; the donor thread, the recipient thread and
@@ -107,6 +108,11 @@ extern const char *migLastName[];
 #define MIG_SLICE_WAIT 2
 struct migSession;
 typedef int migMainFn(struct migSession *s);
+/* A role's main-thread work, run by the session's timer every tick:
+ * returns 1 if it did work and more may follow at once (the next tick
+ * comes after the clients' events of this loop iteration), 0 to look
+ * again in 1 ms. */
+typedef int migTickFn(struct migSession *s);
 
 /* One slot of a migration. */
 typedef struct migSlot {
@@ -216,6 +222,7 @@ typedef struct migRecipientState {
  * client unblocked, STATUS, CANCEL, INFO), and finds them zero. */
 typedef struct migSession {
     int role;
+    migTickFn *tick;                /* The role's timer work (migNewSession). */
     volatile int phase;
     unsigned char bitmap[CLUSTER_SLOTS / 8];
     int nslots;
@@ -377,7 +384,7 @@ int migCheckNode(client *c);
 /* Session lifecycle: new, interrupt its thread's blocking I/O, end it
  * (records migLast, frees it, clears mig), and the 1 ms timer that drives
  * it from the main thread. */
-migSession *migNewSession(int role);
+migSession *migNewSession(int role, migTickFn *tick);
 void migInterrupt(migSession *s);
 void migEndSession(migSession *s, int last);
 void migStartTimer(void);
@@ -386,8 +393,6 @@ void migSessionFigures(migSession *s, migFigures *f);
 void migAddReplyFigureFields(client *c, const migFigures *f, int status);
 /* Block a client until the migration answers it. */
 void migBlock(client *c);
-/* Donor thread: run a job on the main thread in slices and wait for it. */
-int migRunOnMain(migSession *s, migMainFn *fn);
 /* Deleting keys outside a command (donor's delete, recipient's rollback,
  * stale copies): pauses, propagation, one key, the s->slots walk, the
  * lazyfree barriers, unpinning and releasing the slots' blocks. */
@@ -418,15 +423,15 @@ extern char migImportSid[MIG_TOKEN_LEN + 1];
 
 /* The donor thread (RDMAMIGRATESLOTS starts it). */
 void *migDonorThread(void *arg);
-/* The timer's donor work: relax the slots sent, and end the session once
- * the thread has returned. */
-void migDonorRelaxSent(migSession *s);
-void migDonorFinish(migSession *s);
+/* The timer's donor work (its migTickFn): relax the slots sent, run the
+ * thread's main-thread job, end the session once the thread has
+ * returned. */
+int migDonorTick(migSession *s);
 
 /* ===================== migrecipient.c: the recipient ====================== */
 
-/* The timer's recipient work: answer, link, roll back. Returns 1 if it
- * linked keys (more may follow at once). */
+/* The timer's recipient work (its migTickFn): answer, link, roll back.
+ * Returns 1 if it linked keys (more may follow at once). */
 int migRecipientTick(migSession *s);
 
 #endif
