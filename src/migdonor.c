@@ -1430,7 +1430,6 @@ void *migDonorThread(void *arg) {
     migSetPhase(s, MIG_PHASE_PATCH);
     migDelay(s, MIG_PHASE_PATCH);
     if (migAborting(s)) { migFailAborted(s); goto fail; }
-    argv = NULL;
     argc = 0;
     argv = zmalloc(sizeof(sds) * 2);
     argv[argc++] = sdsnew("RDMADONE");

@@ -767,7 +767,6 @@ void initRdmaServerCommand(client *c) {
     migStartTimer();
 }
 
-/* The recipient session of this client, or NULL after an error reply. */
 /* The import session a donor's message names (c->argv[1], as
  * INITRDMASERVER replied it), on the connection that opened it: every
  * message after INITRDMASERVER names its session, so one meant for an
