@@ -552,7 +552,7 @@ void migrationDebugCommand(client *c) {
     }
     if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
         memset(migDelayMs, 0, sizeof(migDelayMs));
-        migDelayWriteMs = migDelayChunkMs = migDelayWatchMs = 0;
+        migDelayWriteMs = migDelayChunkMs = migDelayWatchMs = migDelayHandedMs = 0;
         addReply(c, shared.ok);
         return;
     }
@@ -563,8 +563,9 @@ void migrationDebugCommand(client *c) {
     int write = !strcasecmp(c->argv[2]->ptr, "write");
     int chunk = !strcasecmp(c->argv[2]->ptr, "chunk");
     int watch = !strcasecmp(c->argv[2]->ptr, "watch");
+    int handed = !strcasecmp(c->argv[2]->ptr, "handed");
     for (int p = MIG_PHASE_PREPARE; p <= MIG_PHASE_DELETE; p++) {
-        if (!write && !chunk && !watch && strcasecmp(c->argv[2]->ptr, migPhaseName[p]))
+        if (!write && !chunk && !watch && !handed && strcasecmp(c->argv[2]->ptr, migPhaseName[p]))
             continue;
         if (getLongLongFromObject(c->argv[3], &ms) != C_OK || ms < 0 || ms > 3600000) {
             addReplyError(c, "the delay is milliseconds, 0 to 3600000");
@@ -573,10 +574,11 @@ void migrationDebugCommand(client *c) {
         if (write) migDelayWriteMs = ms;
         else if (chunk) migDelayChunkMs = ms;
         else if (watch) migDelayWatchMs = ms;
+        else if (handed) migDelayHandedMs = ms;
         else migDelayMs[p] = ms;
         addReply(c, shared.ok);
         return;
     }
-    addReplyErrorFormat(c, "unknown phase '%s' (prepare, watch, transfer, write, chunk, patch, handover, delete)",
+    addReplyErrorFormat(c, "unknown phase '%s' (prepare, watch, transfer, write, chunk, patch, handover, handed, delete)",
                         (char *)c->argv[2]->ptr);
 }

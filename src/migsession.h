@@ -324,7 +324,9 @@ extern struct migLast migLast;      /* migsession.c */
  * ("chunk") after each chunk of the transfer, which then holds one slot
  * (tests watch the slots take writes again one by one); or ("watch") the
  * prepare waits between its manifests built with writes flowing and the
- * freeze, and then checks each manifest it keeps against a fresh one.
+ * freeze, and then checks each manifest it keeps against a fresh one; or
+ * ("handed") the recipient has answered RDMAHANDOVER's OK (it owns the
+ * slots) and the donor has not applied it yet (tests kill it there).
  * Set by migration.c, read by the donor (defined in migdonor.c). */
 extern long long migDelayMs[MIG_PHASE_COUNT];
 extern long long migDelayWriteMs;
@@ -333,6 +335,9 @@ extern long long migDelayWatchMs;   /* "watch": the prepare waits, its
                                      * manifests built, before it freezes
                                      * (writes to the slots flow); then
                                      * checks those it keeps. */
+extern long long migDelayHandedMs;  /* "handed": after the recipient's
+                                     * OK, before the donor's own
+                                     * CLUSTER SETSLOTS NODE. */
 
 /* DEBUG MIGRATION-CORRUPT: the recipient's patcher damages the blocks of
  * the nth slot it patches before checking them, to test that bad data

@@ -395,6 +395,52 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
     }
 
+    # The donor killed between the recipient's handover and its own (the
+    # recipient said OK to RDMAHANDOVER: it owns the slots with a newer
+    # config epoch; the donor has not applied it, nor recorded the slots
+    # as given). It restarts from its AOF with stale copies of every key,
+    # and may believe it owns the slots: the cluster's view (config
+    # epochs) gives them to the recipient, and the donor deletes its
+    # copies.
+    test {RDMAMIGRATESLOTS: the donor killed between the recipient's handover and its own comes back without the slots} {
+        set snap [mg_snapshot 0 $fkeys]
+        set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+        mg_appendonly 0 yes
+        R 0 debug migration-delay reset
+        R 0 debug migration-delay handed 5000
+        set rd [mg_migrate_deferred 0 1 $F]
+        set first [mg_keyslot [lindex $fkeys 0]]
+        wait_for_condition 500 10 {
+            [lindex [mg_slot_owner 1 $first] 1] == [srv -1 port]
+        } else {
+            fail "the recipient never took the slots: [mg_status 1]"
+        }
+        # The donor still holds its copies (it may already have heard of
+        # the recipient's claim through the cluster bus: a running
+        # migration's delete, not the bus, removes them).
+        assert {[R 0 cluster countkeysinslot $first] > 0}
+        exec kill -9 [srv 0 pid]
+        catch {$rd read}
+        catch {$rd close}
+        mg_wait_idle 1
+        assert_equal ok [dict get [mg_status 1] last_status]
+        restart_server 0 true false
+        mg_fast_clients
+        mg_wait_converged
+        mg_assert_owner 1 $F
+        mg_assert_keys 1 $snap
+        mg_assert_counts 0 $zeros
+        mg_assert_absent 0 $fkeys
+        assert_equal {} [mg_open_slots 0]
+        assert_equal {} [mg_open_slots 1]
+        mg_cluster_check 0
+        # Back, for the next tests.
+        mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 0 $snap
+        mg_wait_converged
+        mg_appendonly 0 no
+    }
+
     # The recipient killed right after the handover, restarted from its AOF
     # alone: the keys it adopted reached its AOF (as RESTOREs) before it
     # answered the handover, so it owns the slots and has every key; the
