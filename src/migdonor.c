@@ -459,7 +459,15 @@ static int migDonorPrepareStep(migSession *s) {
     case 0:
         /* Slots (or their big keys) background compaction still has to
          * visit go first. Keys already visited are in their blocks, and
-         * written ones are queued (slotCompactKeyModified). */
+         * written ones are queued (slotCompactKeyModified). With
+         * slot-affinity no nothing is in blocks and nothing relocates in
+         * the background: ask for every slot with keys, and relocate it
+         * here, in slices (big values from a cursor). */
+        if (!slotCompactEnabled()) {
+            for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+                if (migSlotIsSet(s->bitmap, slot) && countKeysInSlot(slot))
+                    slotCompactRequest(slot);
+        }
         s->stage = 1;
         break;
     case 1:

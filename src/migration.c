@@ -342,12 +342,6 @@ void rdmaMigrateSlotsCommand(client *c) {
             "see RDMAMIGRATESLOTS STATUS", migRoleName[mig->role], migPhaseName[mig->phase]);
         return;
     }
-    if (!slotCompactEnabled()) {
-        addReplyError(c, "slot-affinity is off, so keys are not in slot blocks: "
-            "CONFIG SET slot-affinity yes, or move the slots with MIGRATE "
-            "(redis-cli --cluster-transport legacy)");
-        return;
-    }
     if (kind == MIG_KIND_RDMA && !migRdmaCompiled()) {
         addReplyError(c, "TRANSPORT rdma: this server was built without RDMA "
                          "(BUILD_RDMA=no); use tcp or auto");
@@ -358,6 +352,14 @@ void rdmaMigrateSlotsCommand(client *c) {
         return;
     }
 
+    /* With slot-affinity no the keys are in the general heap: the prepare
+     * relocates them (migdonor.c), which needs the allocator. */
+    const char *aerr = NULL;
+    if (slotCompactStartForMigration(&aerr) == C_ERR) {
+        addReplyErrorFormat(c, "no slot blocks on this node: %s; move the "
+            "slots with MIGRATE (redis-cli --cluster-transport legacy)", aerr);
+        return;
+    }
     migSession *s = migNewSession(MIG_ROLE_DONOR, migDonorTick);
     memcpy(s->bitmap, bitmap, sizeof(bitmap));
     s->nslots = nslots;

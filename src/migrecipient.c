@@ -705,8 +705,9 @@ void initRdmaServerCommand(client *c) {
                             migRoleName[mig->role], migPhaseName[mig->phase]);
         return;
     }
-    if (!slotCompactEnabled()) {
-        addReplyError(c, "slot-affinity is off here: this node can't adopt slot blocks");
+    const char *aerr = NULL;
+    if (slotCompactStartForMigration(&aerr) == C_ERR) {
+        addReplyErrorFormat(c, "this node can't adopt slot blocks: %s", aerr);
         return;
     }
     if (c->conn == NULL || connSockName(c->conn, ip, sizeof(ip), NULL) == -1) {

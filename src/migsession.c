@@ -309,7 +309,7 @@ void migEndSession(migSession *s, int last) {
          * came as DUMP payloads or were written by the replay (placed
          * writes were refused while pinned): they are in the heap. */
         migUnpinAll(s);
-        for (int i = 0; i < s->nmig && last == MIG_LAST_OK; i++)
+        for (int i = 0; i < s->nmig && last == MIG_LAST_OK && slotCompactEnabled(); i++)
             if (s->slots[i].keys.keys_serialized || s->writes_replayed)
                 slotCompactRequest(s->slots[i].slot);
     }

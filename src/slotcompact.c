@@ -143,6 +143,7 @@ static struct {
 } sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
 
 static void slotCompactMarkAllDirty(void);
+static void slotCompactReset(void);
 
 /* Written keys waiting for the background cycle: a set of owned sds. */
 static dictType slotCompactKeySetType = {
@@ -173,25 +174,12 @@ static int slotCompactBlockSizesValid(void) {
     return server.slot_affinity_min_block <= server.slot_affinity_max_block;
 }
 
-/* Reserve the slot allocator's range and route zmalloc to it. Main thread,
- * at startup (initServer, cluster mode) or when CONFIG SET turns
- * slot-affinity on. Returns C_OK if the allocator is (already) running,
- * C_ERR when it is not: not in cluster mode, slot-affinity no, or the
- * range could not be reserved (logged; Redis then keeps every key in the
- * general heap). At startup, min-block larger than max-block is a
- * configuration error: the server exits, as for any invalid option. */
-int slotCompactInit(void) {
+/* Reserve the slot allocator's range and route zmalloc to it (main
+ * thread). Returns C_ERR, logged, if the range cannot be reserved. */
+static int slotCompactReserve(void) {
     size_t len;
     void *start;
 
-    if (sc.initialized) return C_OK;
-    if (!server.cluster_enabled || !server.slot_affinity) return C_ERR;
-    if (!slotCompactBlockSizesValid()) {
-        serverLog(LL_WARNING, "slot-affinity-min-block (%zu) must not be "
-            "larger than slot-affinity-max-block (%zu)",
-            server.slot_affinity_min_block, server.slot_affinity_max_block);
-        exit(1);
-    }
     slotAllocSetPanicHandler(slotCompactPanic);
     if (slotAllocInit(server.slot_affinity_reserve,
                       server.slot_affinity_min_block,
@@ -213,11 +201,62 @@ int slotCompactInit(void) {
     return C_OK;
 }
 
+/* Start the allocator at startup (initServer, cluster mode) or when
+ * CONFIG SET turns slot-affinity on. Returns C_OK if the allocator is
+ * (already) running, C_ERR when it is not: not in cluster mode,
+ * slot-affinity no, or the range could not be reserved (Redis then keeps
+ * every key in the general heap). At startup, min-block larger than
+ * max-block is a configuration error: the server exits, as for any
+ * invalid option. */
+int slotCompactInit(void) {
+    if (sc.initialized) return C_OK;
+    if (!server.cluster_enabled || !server.slot_affinity) return C_ERR;
+    if (!slotCompactBlockSizesValid()) {
+        serverLog(LL_WARNING, "slot-affinity-min-block (%zu) must not be "
+            "larger than slot-affinity-max-block (%zu)",
+            server.slot_affinity_min_block, server.slot_affinity_max_block);
+        exit(1);
+    }
+    return slotCompactReserve();
+}
+
+/* A migration needs the allocator on both nodes whatever slot-affinity
+ * says: with `no`, keys live in the general heap, the donor relocates the
+ * moving slots into blocks at its prepare (slotCompactRequest) and the
+ * recipient adopts blocks. So the first migration of a node started with
+ * `slot-affinity no` reserves the range here (address space only: nothing
+ * is committed until a block is made). Nothing is relocated in the
+ * background while slot-affinity is no. Returns C_ERR with *err set if the
+ * allocator cannot run. */
+int slotCompactStartForMigration(const char **err) {
+    if (sc.initialized) return C_OK;
+    if (!server.cluster_enabled) {
+        *err = "slot blocks need cluster mode";
+        return C_ERR;
+    }
+    if (!slotCompactBlockSizesValid()) {
+        *err = "slot-affinity-min-block is larger than slot-affinity-max-block";
+        return C_ERR;
+    }
+    if (slotCompactReserve() == C_ERR) {
+        *err = "cannot reserve the slot allocator's address space "
+               "(slot-affinity-reserve; see the log)";
+        return C_ERR;
+    }
+    return C_OK;
+}
+
 /* CONFIG SET slot-affinity: turning it on in cluster mode starts the
  * allocator if it was not running. Turning it off stops relocation only;
  * keys already in blocks stay there and keep working. */
 int slotCompactApplyAffinity(const char **err) {
-    if (!server.slot_affinity || !server.cluster_enabled) return 1;
+    if (!server.cluster_enabled) return 1;
+    if (!server.slot_affinity) {
+        /* Pending background work is dropped now; only a migration's
+         * requests (slotCompactRequest) are served from here on. */
+        if (sc.initialized) slotCompactReset();
+        return 1;
+    }
     if (!sc.initialized) {
         if (!slotCompactBlockSizesValid()) {
             *err = "slot-affinity-min-block is larger than slot-affinity-max-block";
@@ -245,6 +284,10 @@ int slotCompactIsValidBlockSize(long long val, const char **err) {
 
 int slotCompactEnabled(void) {
     return sc.initialized && server.slot_affinity && server.cluster_enabled;
+}
+
+int slotCompactRunning(void) {
+    return sc.initialized && server.cluster_enabled;
 }
 
 /* ============================ Housekeeping ================================ */
@@ -555,7 +598,7 @@ int slotCompactKeyNow(dictEntry *de) {
     int slot = (int)keyHashSlot(key, (int)sdslen(key));
     int pinned = slotCompactIsPinned(slot), moved;
 
-    if (!slotCompactEnabled()) return 0;
+    if (!slotCompactRunning()) return 0;
     slotCompactPin(slot, 0);
     slotCompactBegin(slot, slotCompactMove, 1);
     moved = slotCompactKey(de);
@@ -923,9 +966,11 @@ void slotCompactLoadingEnded(void) {
 
 /* The entry point for a migration's prepare phase: relocate the keys of
  * this slot before the others. Then call slotCompactStep() in bounded
- * slices until slotCompactSlotPending() says the slot is done. */
+ * slices until slotCompactSlotPending() says the slot is done. With
+ * slot-affinity no the background timer leaves such a slot to the caller's
+ * slotCompactStep() calls. */
 void slotCompactRequest(int slot) {
-    if (slotCompactEnabled()) slotCompactMarkDirty(slot, 1);
+    if (slotCompactRunning()) slotCompactMarkDirty(slot, 1);
 }
 
 /* A migration pins its slots from the moment it describes them (manifest,
@@ -1051,7 +1096,7 @@ int slotCompactStep(uint64_t budget_us) {
     monotime start;
     int timeout;
 
-    if (!slotCompactEnabled()) return 0;
+    if (!slotCompactRunning()) return 0;
     elapsedStart(&start);
     timeout = slotCompactLaterStep(start, budget_us);
     if (!timeout) timeout = slotCompactDirtyKeysStep(start, budget_us);
@@ -1103,8 +1148,14 @@ static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data
     uint64_t used;
     int more;
 
-    if (!slotCompactEnabled()) {
+    if (!slotCompactRunning()) {
         slotCompactReset();
+        sc.timer_id = -1;
+        return AE_NOMORE;
+    }
+    /* slot-affinity no: no background work; what a migration requested
+     * stays marked, and the migration steps it itself. */
+    if (!server.slot_affinity) {
         sc.timer_id = -1;
         return AE_NOMORE;
     }
@@ -1127,6 +1178,7 @@ static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data
 /* Without Redis's jemalloc there is no defrag traversal: keys stay in the
  * general heap and there is nothing to do in the background. */
 static void slotCompactMarkAllDirty(void) {}
+static void slotCompactReset(void) {}
 void slotCompactKeyModified(robj *key) { UNUSED(key); }
 void slotCompactCommandStart(void) {}
 sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
@@ -1302,7 +1354,10 @@ void slotCompactDebugCommand(client *c) {
         addReplyError(c, "DEBUG SLOTCOMPACT needs cluster mode");
         return;
     }
-    if (!slotCompactEnabled()) {
+    /* CHECK also verifies what migrations put in blocks on a node with
+     * slot-affinity no (the allocator runs once a migration started it). */
+    int check = !strcasecmp(c->argv[2]->ptr, "check");
+    if (check ? !slotCompactRunning() : !slotCompactEnabled()) {
         addReplyError(c, "slot-affinity is disabled");
         return;
     }
@@ -1312,7 +1367,7 @@ void slotCompactDebugCommand(client *c) {
     long long keys = 0, slot;
     monotime start;
 
-    if (!strcasecmp(c->argv[2]->ptr, "check")) {
+    if (check) {
         slotCompactCheckCommand(c);
         return;
     } else if (!strcasecmp(c->argv[2]->ptr, "all")) {

@@ -26,6 +26,10 @@ void slotCompactCron(void);
 /* Whether keys are being put into slot blocks (cluster mode, slot-affinity
  * yes, and the range could be reserved). */
 int slotCompactEnabled(void);
+/* Whether the allocator runs (cluster mode, range reserved), whatever
+ * slot-affinity says: what a migration needs. */
+int slotCompactRunning(void);
+int slotCompactStartForMigration(const char **err);
 
 /* Background compaction: hooks of signalModifiedKey() and stopLoading(). */
 void slotCompactKeyModified(struct redisObject *key);

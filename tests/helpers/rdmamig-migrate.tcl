@@ -592,6 +592,23 @@ proc mg_fill_big {n prefix slotset {elements 100000}} {
     return $keys
 }
 
+# Ops that change a key of any type a little (writes on the recipient
+# between two migrations).
+proc mg_touch {n k} {
+    switch [R $n type $k] {
+        string { R $n append $k [randstring 1 20 alpha] }
+        list { R $n rpush $k [mg_elem] }
+        set { R $n sadd $k [mg_elem] }
+        hash { R $n hset $k [mg_elem] [mg_elem] }
+        zset { R $n zadd $k [randomInt 100] [mg_elem] }
+        stream { R $n xadd $k * touched [mg_elem] }
+    }
+    switch [randomInt 4] {
+        0 { R $n persist $k }
+        1 { R $n pexpire $k [expr {200000000 + [randomInt 1000000]}] }
+    }
+}
+
 # --- snapshots --------------------------------------------------------------
 
 # One key on node n: type, encoding, DUMP, DEBUG DIGEST-VALUE, PEXPIRETIME

@@ -222,23 +222,6 @@ start_server {tags {external:skip rdmamig}} {
     }
 }
 
-# Ops that change a key of any type a little (writes on the recipient
-# between two migrations).
-proc mg_touch {n k} {
-    switch [R $n type $k] {
-        string { R $n append $k [randstring 1 20 alpha] }
-        list { R $n rpush $k [mg_elem] }
-        set { R $n sadd $k [mg_elem] }
-        hash { R $n hset $k [mg_elem] [mg_elem] }
-        zset { R $n zadd $k [randomInt 100] [mg_elem] }
-        stream { R $n xadd $k * touched [mg_elem] }
-    }
-    switch [randomInt 4] {
-        0 { R $n persist $k }
-        1 { R $n pexpire $k [expr {200000000 + [randomInt 1000000]}] }
-    }
-}
-
 # Writer c (a deferring client to node 0) sends its batch at once: INCRs
 # of existing counters, RPUSHes to its own list, SETs of new keys. Adds
 # to the caller's 'sent' (client -> commands) and 'expected' (counter ->
