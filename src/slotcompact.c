@@ -57,6 +57,15 @@
  * compaction" below). A migration asks for its slots first with
  * slotCompactRequest() and drives slotCompactStep() itself.
  *
+ * slot-affinity no. Keys stay in the general heap and nothing relocates
+ * in the background, but a migration still ships blocks: the allocator
+ * starts on a node's first migration (slotCompactStartForMigration), the
+ * donor's prepare relocates the slots it asked for (slotCompactRequest),
+ * and what a migration leaves in blocks (an import's adopted keys, a
+ * rolled-back donor's relocated ones) is moved back to the heap by the
+ * same background cycle with another target, slotCompactEvacuate
+ * (slotCompactEvacuateCron; docs/DESIGN.md, "Placement and migration").
+ *
  * Ownership. In cluster mode a value cannot change slot (RENAME, COPY,
  * SMOVE... need both keys in one slot; MIGRATE/RESTORE build new objects),
  * so what lies in slot S's blocks belongs to keys of slot S, or to shared
@@ -94,6 +103,7 @@ extern void *(*activeDefragAllocTarget)(void *ptr);
 /* A big key queued by defrag's traversal for the background cycle. */
 typedef struct slotCompactLaterItem {
     int slot;
+    int evacuate;                   /* Queued by an evacuation walk. */
     sds key;
 } slotCompactLaterItem;
 
@@ -118,9 +128,13 @@ static struct {
     list *later;                    /* slotCompactLaterItem queue. */
     sds later_key;                  /* Big key in progress, or NULL. */
     int later_slot;
+    int later_evacuate;
     unsigned long later_cursor;
     long long timer_id;             /* Background timer event, or -1. */
     unsigned char pinned[CLUSTER_SLOTS / 8]; /* Slots nothing may move. */
+    unsigned char requested[CLUSTER_SLOTS / 8]; /* Asked for by a migration
+                                     * (slotCompactRequest), until unpinned:
+                                     * never evacuated meanwhile. */
     /* Sparse-block compaction. */
     int sparse_cursor;              /* Next slot the sweep looks at. */
     int ndraining;
@@ -138,12 +152,22 @@ static struct {
     long long relocated_keys;       /* Keys with at least one allocation moved. */
     long long relocated_big_keys;   /* Big values finished in steps. */
     long long relocated_bytes;      /* Usable bytes copied into blocks. */
+    /* slot-affinity no: what went back from blocks to the heap. */
+    int evacuating;                 /* The current walk's target is the heap. */
+    int evac_cursor;                /* Next slot the sweep looks at. */
+    size_t evac_live[CLUSTER_SLOTS]; /* Live allocations when last marked. */
+    long long evacuated_keys;
+    long long evacuated_bytes;
     long long compaction_usec;      /* Main thread time spent compacting. */
     mstime_t last_trim;             /* Last release of cached empty blocks. */
 } sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
 
 static void slotCompactMarkAllDirty(void);
 static void slotCompactReset(void);
+
+static int slotCompactIsRequested(int slot) {
+    return (sc.requested[slot >> 3] >> (slot & 7)) & 1;
+}
 
 /* Written keys waiting for the background cycle: a set of owned sds. */
 static dictType slotCompactKeySetType = {
@@ -210,13 +234,15 @@ static int slotCompactReserve(void) {
  * invalid option. */
 int slotCompactInit(void) {
     if (sc.initialized) return C_OK;
-    if (!server.cluster_enabled || !server.slot_affinity) return C_ERR;
+    if (!server.cluster_enabled) return C_ERR;
+    /* Checked with slot-affinity no too: a migration starts the allocator. */
     if (!slotCompactBlockSizesValid()) {
         serverLog(LL_WARNING, "slot-affinity-min-block (%zu) must not be "
             "larger than slot-affinity-max-block (%zu)",
             server.slot_affinity_min_block, server.slot_affinity_max_block);
         exit(1);
     }
+    if (!server.slot_affinity) return C_ERR;
     return slotCompactReserve();
 }
 
@@ -347,8 +373,39 @@ static void slotCompactSparseCron(void) {
         slotCompactMarkDirty(slot, 0);
     }
 }
+
+/* serverCron with slot-affinity no: look at the next SLOTCOMPACT_SPARSE_SCAN
+ * slots for keys a migration left in blocks (an import adopted them, or a
+ * donor's prepare relocated them and the migration failed) and mark each
+ * such slot for the background cycle, which moves its keys back to the
+ * general heap (slotCompactEvacuate) within slot-affinity-cpu; emptied
+ * blocks are then released. Slots a migration pinned or asked for are left
+ * alone. So with `no` a node holds blocks only while it migrates. */
+static void slotCompactEvacuateCron(void) {
+    if (server.slot_affinity || server.slot_affinity_cpu == 0) return;
+    for (int n = 0; n < SLOTCOMPACT_SPARSE_SCAN; n++) {
+        int slot = sc.evac_cursor;
+        slotAllocSlotStat st;
+
+        sc.evac_cursor = (sc.evac_cursor + 1) % CLUSTER_SLOTS;
+        if (slotCompactSlotPending(slot) || slotCompactIsPinned(slot) ||
+            slotCompactIsRequested(slot)) continue;
+        if (slotAllocSlotStats(slot, &st) != 0) continue;
+        if (st.live_allocs == 0) {
+            sc.evac_live[slot] = 0;
+            continue;
+        }
+        /* Marked before with as many allocations: what is left is not
+         * reachable from a key (being freed lazily, or a detached block's),
+         * and walking the slot again would not move it. */
+        if (st.live_allocs == sc.evac_live[slot] || countKeysInSlot(slot) == 0) continue;
+        sc.evac_live[slot] = st.live_allocs;
+        slotCompactMarkDirty(slot, 0);
+    }
+}
 #else
 static void slotCompactSparseCron(void) {}
+static void slotCompactEvacuateCron(void) {}
 #endif
 
 /* serverCron, main thread. The allocator keeps the last emptied block of
@@ -361,6 +418,7 @@ void slotCompactCron(void) {
 
     if (!sc.initialized) return;
     slotCompactSparseCron();
+    slotCompactEvacuateCron();
     if (server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS) return;
     sc.last_trim = server.mstime;
     slotAllocGetStats(&st);
@@ -393,6 +451,8 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_relocated_keys:%lld\r\n"
         "slotalloc_relocated_big_keys:%lld\r\n"
         "slotalloc_relocated_bytes:%lld\r\n"
+        "slotalloc_evacuated_keys:%lld\r\n"
+        "slotalloc_evacuated_bytes:%lld\r\n"
         "slotalloc_compaction_usec:%lld\r\n"
         "slotalloc_placed_writes:%lld\r\n"
         "slotalloc_pending_slots:%d\r\n"
@@ -404,7 +464,8 @@ sds slotCompactGenInfo(sds info) {
         slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
-        sc.relocated_big_keys, sc.relocated_bytes, sc.compaction_usec,
+        sc.relocated_big_keys, sc.relocated_bytes, sc.evacuated_keys,
+        sc.evacuated_bytes, sc.compaction_usec,
         sc.placed_writes, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
         sc.ndraining, sc.sparse_drained, st.retired_bytes);
@@ -493,6 +554,33 @@ static void *slotCompactMove(void *ptr) {
     return newptr;
 }
 
+/* activeDefragAlloc() target with slot-affinity no: an allocation a
+ * migration left in slot blocks (the recipient's adopted keys, a donor's
+ * relocated keys after a rollback) goes back to the general heap, so that
+ * the node holds no block for good. The copy gets the block chunk's usable
+ * size (the size asked for is not known): for objects under 128 bytes
+ * that can be one jemalloc class above the original. */
+static void *slotCompactEvacuate(void *ptr) {
+    size_t size, usable;
+    void *newptr;
+
+    if (slotAllocSlotOf(ptr) < 0) return NULL;
+    size = zmalloc_size(ptr);
+    newptr = ztrymalloc_usable(size, &usable);
+    if (newptr == NULL) return NULL;
+    memcpy(newptr, ptr, size);
+    zfree(ptr);
+    sc.moved_bytes += usable;
+    return newptr;
+}
+
+/* Where the background cycle puts the keys of a slot: into its blocks,
+ * unless slot-affinity is no and no migration asked for the slot, then
+ * out of them. */
+static int slotCompactEvacuates(int slot) {
+    return !server.slot_affinity && !slotCompactIsRequested(slot);
+}
+
 /* activeDefragAlloc() target of CLUSTER SLOTBLOCKS: the same traversal, but
  * nothing moves; each allocation is counted, and whether it lies in the
  * slot's blocks. */
@@ -518,6 +606,7 @@ static void slotCompactLater(redisDb *db, dictEntry *kde) {
     }
     slotCompactLaterItem *item = zmalloc(sizeof(*item));
     item->slot = sc.target_slot;
+    item->evacuate = sc.evacuating;
     item->key = sdsdup(dictGetKey(kde));
     listAddNodeTail(sc.later, item);
 }
@@ -527,6 +616,7 @@ static void slotCompactLater(redisDb *db, dictEntry *kde) {
  * active defrag's work. */
 static void slotCompactBegin(int slot, void *(*target)(void *), int inline_later) {
     sc.target_slot = slot;
+    sc.evacuating = target == slotCompactEvacuate;
     sc.later_inline = inline_later;
     sc.saved_hits = server.stat_active_defrag_hits;
     sc.saved_scanned = server.stat_active_defrag_scanned;
@@ -537,6 +627,7 @@ static void slotCompactBegin(int slot, void *(*target)(void *), int inline_later
 static void slotCompactEnd(void) {
     activeDefragAllocTarget = NULL;
     activeDefragLaterTarget = NULL;
+    sc.evacuating = 0;
     server.stat_active_defrag_hits = sc.saved_hits;
     server.stat_active_defrag_scanned = sc.saved_scanned;
     sc.target_slot = -1;
@@ -571,8 +662,13 @@ static int slotCompactKey(dictEntry *de) {
     if (slotCompactIsPinned(sc.target_slot)) return 0;
     slotCompactFinishRehash(dictGetVal(de));
     defragKey(&server.db[0], de);
-    sc.relocated_bytes += sc.moved_bytes;
-    if (sc.moved_bytes) sc.relocated_keys++;
+    if (sc.evacuating) {
+        sc.evacuated_bytes += sc.moved_bytes;
+        if (sc.moved_bytes) sc.evacuated_keys++;
+    } else {
+        sc.relocated_bytes += sc.moved_bytes;
+        if (sc.moved_bytes) sc.relocated_keys++;
+    }
     return sc.moved_bytes != 0;
 }
 
@@ -599,11 +695,13 @@ int slotCompactKeyNow(dictEntry *de) {
     int pinned = slotCompactIsPinned(slot), moved;
 
     if (!slotCompactRunning()) return 0;
-    slotCompactPin(slot, 0);
+    /* Unpinned for the walk only (not slotCompactPin: the slot stays
+     * requested). */
+    sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
     slotCompactBegin(slot, slotCompactMove, 1);
     moved = slotCompactKey(de);
     slotCompactEnd();
-    slotCompactPin(slot, pinned);
+    if (pinned) sc.pinned[slot >> 3] |= 1 << (slot & 7);
     return moved;
 }
 
@@ -967,10 +1065,16 @@ void slotCompactLoadingEnded(void) {
 /* The entry point for a migration's prepare phase: relocate the keys of
  * this slot before the others. Then call slotCompactStep() in bounded
  * slices until slotCompactSlotPending() says the slot is done. With
- * slot-affinity no the background timer leaves such a slot to the caller's
- * slotCompactStep() calls. */
+ * slot-affinity no, a slot being evacuated (below) is walked again from
+ * its first key, into its blocks this time. */
 void slotCompactRequest(int slot) {
-    if (slotCompactRunning()) slotCompactMarkDirty(slot, 1);
+    if (!slotCompactRunning()) return;
+    if (sc.cur_slot == slot && slotCompactEvacuates(slot)) {
+        sc.cur_slot = -1;
+        if (sc.cur_key) { sdsfree(sc.cur_key); sc.cur_key = NULL; }
+    }
+    sc.requested[slot >> 3] |= 1 << (slot & 7);
+    slotCompactMarkDirty(slot, 1);
 }
 
 /* A migration pins its slots from the moment it describes them (manifest,
@@ -979,8 +1083,12 @@ void slotCompactRequest(int slot) {
  * them (a quicklist bookmark, for instance, reallocates the quicklist).
  * Writes to those slots are held back by the freeze (slotfreeze.c). */
 void slotCompactPin(int slot, int on) {
-    if (on) sc.pinned[slot >> 3] |= 1 << (slot & 7);
-    else sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+    if (on) {
+        sc.pinned[slot >> 3] |= 1 << (slot & 7);
+    } else {
+        sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+        sc.requested[slot >> 3] &= ~(1 << (slot & 7));
+    }
 }
 
 int slotCompactIsPinned(int slot) {
@@ -1049,6 +1157,7 @@ static int slotCompactLaterStep(monotime start, uint64_t budget_us) {
             slotCompactLaterItem *item = listNodeValue(ln);
             sc.later_key = item->key;
             sc.later_slot = item->slot;
+            sc.later_evacuate = item->evacuate;
             sc.later_cursor = 0;
             zfree(item);            /* The key moves to sc.later_key. */
             listDelNode(sc.later, ln);
@@ -1060,15 +1169,17 @@ static int slotCompactLaterStep(monotime start, uint64_t budget_us) {
         long long endtime = ustime() + (long long)(budget_us - elapsedUs(start));
         int timeout = 0;
 
-        slotCompactBegin(sc.later_slot, slotCompactMove, 0);
+        int evacuate = sc.later_evacuate && slotCompactEvacuates(sc.later_slot);
+        slotCompactBegin(sc.later_slot, evacuate ? slotCompactEvacuate : slotCompactMove, 0);
         sc.moved_bytes = 0;
         do {
             if (defragLaterItem(de, &sc.later_cursor, endtime, 0)) timeout = 1;
         } while (sc.later_cursor && !timeout && elapsedUs(start) < budget_us);
-        sc.relocated_bytes += sc.moved_bytes;
+        if (evacuate) sc.evacuated_bytes += sc.moved_bytes;
+        else sc.relocated_bytes += sc.moved_bytes;
         slotCompactEnd();
         if (sc.later_cursor == 0) {
-            if (de) sc.relocated_big_keys++;
+            if (de && !evacuate) sc.relocated_big_keys++;
             sdsfree(sc.later_key);
             sc.later_key = NULL;
             sc.later_slot = -1;
@@ -1116,7 +1227,8 @@ int slotCompactStep(uint64_t budget_us) {
             sc.cur_key = NULL;
         }
         if (de == NULL) de = slotCompactFirstInSlot(sc.cur_slot);
-        slotCompactBegin(sc.cur_slot, slotCompactMove, 0);
+        slotCompactBegin(sc.cur_slot, slotCompactEvacuates(sc.cur_slot) ?
+                         slotCompactEvacuate : slotCompactMove, 0);
         int n = 0;
         while (de) {
             slotCompactKey(de);
@@ -1150,12 +1262,6 @@ static int slotCompactTimerProc(struct aeEventLoop *el, long long id, void *data
 
     if (!slotCompactRunning()) {
         slotCompactReset();
-        sc.timer_id = -1;
-        return AE_NOMORE;
-    }
-    /* slot-affinity no: no background work; what a migration requested
-     * stays marked, and the migration steps it itself. */
-    if (!server.slot_affinity) {
         sc.timer_id = -1;
         return AE_NOMORE;
     }
@@ -1355,9 +1461,25 @@ void slotCompactDebugCommand(client *c) {
         return;
     }
     /* CHECK also verifies what migrations put in blocks on a node with
-     * slot-affinity no (the allocator runs once a migration started it). */
+     * slot-affinity no (the allocator runs once a migration started it);
+     * before that, no key has anything in blocks. */
     int check = !strcasecmp(c->argv[2]->ptr, "check");
-    if (check ? !slotCompactRunning() : !slotCompactEnabled()) {
+    if (check && !slotCompactRunning()) {
+        const char *zero[] = {"allocs", "live_allocs", "misplaced", "dead", "unreached"};
+        addReplyMapLen(c, 8);
+        addReplyBulkCString(c, "keys");
+        addReplyLongLong(c, (long long)dictSize(server.db[0].dict));
+        for (size_t j = 0; j < sizeof(zero) / sizeof(zero[0]); j++) {
+            addReplyBulkCString(c, zero[j]);
+            addReplyLongLong(c, 0);
+        }
+        addReplyBulkCString(c, "first_unreached");
+        addReplyNull(c);
+        addReplyBulkCString(c, "problem");
+        addReplyNull(c);
+        return;
+    }
+    if (!check && !slotCompactEnabled()) {
         addReplyError(c, "slot-affinity is disabled");
         return;
     }

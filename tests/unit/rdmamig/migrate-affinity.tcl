@@ -94,7 +94,25 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
             assert {[mg_slotalloc $n slotalloc_range_bytes] > 0}
         }
         assert_equal 0 [mg_slotalloc 0 slotalloc_used_bytes]
-        assert {[mg_slotalloc 1 slotalloc_used_bytes] > 1000000}
+        # What the donor's prepare relocated was never moved back meanwhile.
+        assert_equal 0 [mg_slotalloc 0 slotalloc_evacuated_keys]
+        # The recipient moves what it adopted back to the heap, in the
+        # background, and gives the blocks back.
+        wait_for_condition 200 100 {
+            [mg_slotalloc 1 slotalloc_used_bytes] == 0 &&
+            [mg_slotalloc 1 slotalloc_pending_slots] == 0
+        } else {
+            fail "node 1 kept keys in blocks: [R 1 info slotalloc]"
+        }
+        assert {[mg_slotalloc 1 slotalloc_evacuated_keys] >= [llength $keys] / 2}
+        assert {[mg_slotalloc 1 slotalloc_evacuated_bytes] > 1000000}
+        wait_for_condition 50 100 {
+            [mg_slotalloc 1 slotalloc_reserved_bytes] == 0
+        } else {
+            fail "node 1 still holds blocks: [R 1 info slotalloc]"
+        }
+        mg_assert_keys 1 $snap
+        mg_assert_slotalloc_sound 1
         # Written on the recipient: changed keys, new keys; then back.
         set shuffled [lshuffle $keys]
         foreach k [lrange $shuffled 0 49] { mg_touch 1 $k }
@@ -103,6 +121,12 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         set snap [mg_snapshot 1 $keys]
         ma_check_migration 1 0 $ranges $snap
         assert_equal 0 [mg_slotalloc 1 slotalloc_used_bytes]
+        wait_for_condition 200 100 {
+            [mg_slotalloc 0 slotalloc_used_bytes] == 0
+        } else {
+            fail "node 0 kept keys in blocks: [R 0 info slotalloc]"
+        }
+        mg_assert_keys 0 $snap
     }
 
     test {slot-affinity yes on the donor, no on the recipient, and back} {
@@ -142,13 +166,13 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
     }
 }
 
-# A node that cannot reserve the allocator's range refuses block migration
-# with the reason, and changes nothing.
-start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slot-affinity no slot-affinity-min-block 1mb slot-affinity-max-block 64kb} tags {external:skip cluster rdmamig}} {
+# A node whose allocator cannot start (a range smaller than a block)
+# refuses block migration with the reason, and changes nothing.
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slot-affinity no slot-affinity-reserve 1mb slot-affinity-min-block 4mb} tags {external:skip cluster rdmamig}} {
     test {slot-affinity no: a node whose allocator cannot start refuses, and changes nothing} {
         foreach k [mg_names z 20 [mg_slotset 0-99]] { R 0 set $k $k }
         set before [list [mg_state 0] [mg_state 1]]
-        mg_assert_err {no slot blocks on this node: slot-affinity-min-block is larger} {
+        mg_assert_err {no slot blocks on this node: cannot reserve the slot allocator's address space} {
             R 0 rdmamigrateslots [srv -1 host] [srv -1 port] 0-99 transport tcp
         }
         assert_equal $before [list [mg_state 0] [mg_state 1]]

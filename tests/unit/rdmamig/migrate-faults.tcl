@@ -147,6 +147,12 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # (a set here; DEBUG DIGEST crashed on it once its block was unmapped).
     test {RDMAMIGRATESLOTS: the recipient drains no block of an import; its rollback frees no other slot's key} {
         set S 650
+        # Sparse blocks and the compaction after an import are what
+        # slot-affinity yes does (this file also runs with `no`).
+        set affinity [list [lindex [R 0 config get slot-affinity] 1] \
+                           [lindex [R 1 config get slot-affinity] 1]]
+        R 0 config set slot-affinity yes
+        R 1 config set slot-affinity yes
         set cpu [lindex [R 0 config get slot-affinity-cpu] 1]
         set zmax [lindex [R 0 config get zset-max-listpack-entries] 1]
         R 0 config set slot-affinity-cpu 0
@@ -200,6 +206,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_migrate 1 0 $S
         R 0 config set slot-affinity-cpu $cpu
         R 0 config set zset-max-listpack-entries $zmax
+        R 0 config set slot-affinity [lindex $affinity 0]
+        R 1 config set slot-affinity [lindex $affinity 1]
     }
 
     test {RDMAMIGRATESLOTS: a TIMEOUT shorter than the migration rolls back} {

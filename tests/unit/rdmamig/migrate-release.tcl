@@ -18,7 +18,9 @@
 
 source tests/helpers/rdmamig-migrate.tcl
 
-start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+# slot-affinity yes: what is shown here is the release of the blocks the
+# donor's keys lived in for good (with `no`, migrate-affinity.tcl).
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slot-affinity yes} tags {external:skip cluster rdmamig}} {
     # Node 0 serves 0-8191, node 1 8192-16383.
     mg_fast_clients
 

@@ -498,7 +498,13 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # A YCSB-like update load writes new values of existing fields in
         # the key's slot blocks (slotCompactReplaceSds): the moved keys
         # must carry them, and the recipient's adopted hash tables must
-        # take such updates in its own blocks.
+        # take such updates in its own blocks. Placed writes are what
+        # slot-affinity yes does: set it for this test (the migration files
+        # also run with `no`, see utils/run-tests.sh).
+        set affinity [list [lindex [R 0 config get slot-affinity] 1] \
+                           [lindex [R 1 config get slot-affinity] 1]]
+        R 0 config set slot-affinity yes
+        R 1 config set slot-affinity yes
         set S {1200-1299}
         set hkeys [mg_names h:upd 30 [mg_slotset $S]]
         foreach k $hkeys {
@@ -534,5 +540,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_absent 1 $hkeys
         mg_wait_converged
         mg_cluster_check 0
+        R 0 config set slot-affinity [lindex $affinity 0]
+        R 1 config set slot-affinity [lindex $affinity 1]
     }
 }

@@ -34,7 +34,7 @@ proc sas_value {} {
 }
 
 start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
-start_server {overrides {cluster-enabled yes slot-affinity-cpu 0} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu 0} tags {external:skip cluster rdmamig}} {
     rdmamig_own_all_slots -1
     rdmamig_own_all_slots 0
 

@@ -224,7 +224,7 @@ proc st_random_op {t k} {
 set st_types {str list set hash zset stream}
 
 start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
-start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu 100} tags {external:skip cluster rdmamig}} {
     rdmamig_own_all_slots -1
     rdmamig_own_all_slots 0
 
@@ -939,7 +939,7 @@ proc st_expected {t i} {
     }
 }
 
-start_server {overrides {cluster-enabled yes slot-affinity-cpu 100} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu 100} tags {external:skip cluster rdmamig}} {
     rdmamig_own_all_slots 0
 
     test {Slot affinity types: eviction under maxmemory frees relocated keys} {

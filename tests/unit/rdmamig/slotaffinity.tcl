@@ -88,7 +88,7 @@ proc sa_blocks_total {slots} {
 start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
 # slot-affinity-cpu 0: no background compaction, so that what moves is
 # what DEBUG SLOTCOMPACT moved (slotaffinity-types.tcl covers the cycle).
-start_server {overrides {cluster-enabled yes slot-affinity-cpu 0} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu 0} tags {external:skip cluster rdmamig}} {
     rdmamig_own_all_slots -1
     rdmamig_own_all_slots 0
 
@@ -433,9 +433,17 @@ start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:sk
     }
 }
 
+start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmamig}} {
+    test {Slot affinity: off by default in cluster mode, no address space reserved} {
+        assert_equal {slot-affinity no} [r config get slot-affinity]
+        assert_equal 0 [sa_info 0 slotalloc_enabled]
+        assert_equal 0 [sa_info 0 slotalloc_range_bytes]
+    }
+}
+
 # Stock MIGRATE of relocated keys: DUMP reads block memory on the donor,
 # the donor's delete gives it back, the recipient relocates what it got.
-start_cluster 2 0 {tags {external:skip cluster rdmamig}} {
+start_cluster 2 0 {overrides {slot-affinity yes} tags {external:skip cluster rdmamig}} {
     test {Slot affinity: MIGRATE a slot of relocated keys to another node} {
         # A hash tag whose slot node 0 serves (0..8191).
         set tag 0

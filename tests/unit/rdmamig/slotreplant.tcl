@@ -51,7 +51,7 @@ proc sr_snapshot {keys} {
     return $snap
 }
 
-start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmamig}} {
+start_server {overrides {cluster-enabled yes slot-affinity yes} tags {external:skip cluster rdmamig}} {
     rdmamig_own_all_slots 0
 
     test {SLOTREPLANT: argument errors change nothing} {
