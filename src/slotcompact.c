@@ -654,6 +654,123 @@ static void slotCompactFinishRehash(robj *o) {
     if (slotCompactRehashPending(o)) while (dictRehash(o->ptr, 100));
 }
 
+/* Lookahead over a slot's key list. Relocating a key is mostly waiting for
+ * memory: its dictEntry, name, object and everything the value owns are
+ * scattered over the general heap, and each is read once (a YCSB hash is
+ * some 34 allocations, with chains of dependent loads: entry -> object ->
+ * dict -> tables -> entries -> fields). So while key i is moved, the keys
+ * after it are prefetched, one level deeper per step closer: the entry of
+ * key i+6, the name and object of i+5, the object's payload of i+4, a
+ * dict's tables of i+3, their entries of i+2, the entries' fields and
+ * values of i+1. Each level is read (not just prefetched) only once the
+ * previous step brought it in, and only from live structures of keys not
+ * yet visited: moving key i touches nothing key i+1.. owns (values cannot
+ * be shared across keys but for shared objects, which never move, and the
+ * keyspace's dictEntries stay where they are). Prefetches are hints; a
+ * key deleted meanwhile cannot happen inside one walk (main thread). */
+#define SLOTCOMPACT_AHEAD 6
+#define SLOTCOMPACT_AHEAD_FIELDS 64     /* Larger dicts: tables only. */
+
+typedef struct slotCompactAhead {
+    dictEntry *de[SLOTCOMPACT_AHEAD];   /* de[k]: key k+1 after the current. */
+} slotCompactAhead;
+
+static inline void slotCompactPrefetchSds(sds s) {
+    __builtin_prefetch(s - 1);
+}
+
+/* A small dict of a hash or set: the first line of each table. */
+static inline dict *slotCompactAheadDict(robj *o) {
+    if ((o->type != OBJ_HASH && o->type != OBJ_SET) || o->encoding != OBJ_ENCODING_HT)
+        return NULL;
+    dict *d = o->ptr;
+    return dictSize(d) <= SLOTCOMPACT_AHEAD_FIELDS ? d : NULL;
+}
+
+/* Prefetch the part of the key at distance k+1 that is due at this step. */
+static void slotCompactAheadLevel(dictEntry *de, int k) {
+    robj *o;
+    dict *d;
+
+    switch (SLOTCOMPACT_AHEAD - 1 - k) {
+    case 0:                             /* Its keyspace entry. */
+        __builtin_prefetch(de);
+        __builtin_prefetch((char *)de + sizeof(dictEntry) + sizeof(clusterDictEntryMetadata) - 1);
+        return;
+    case 1:                             /* Its name and object. */
+        slotCompactPrefetchSds(dictGetKey(de));
+        __builtin_prefetch(dictGetVal(de));
+        return;
+    case 2:                             /* The object's payload. */
+        o = dictGetVal(de);
+        if (o->refcount == OBJ_SHARED_REFCOUNT) return;
+        if (o->type == OBJ_STRING) {
+            if (o->encoding == OBJ_ENCODING_RAW) slotCompactPrefetchSds(o->ptr);
+        } else if (o->type != OBJ_MODULE) {
+            __builtin_prefetch(o->ptr);
+        }
+        return;
+    case 3:                             /* A dict's tables. */
+        if ((d = slotCompactAheadDict(dictGetVal(de))) == NULL) return;
+        for (int t = 0; t < 2; t++) {
+            if (d->ht_table[t] == NULL) continue;
+            size_t bytes = DICTHT_SIZE(d->ht_size_exp[t]) * sizeof(dictEntry *);
+            for (size_t off = 0; off < bytes && off < 512; off += 64)
+                __builtin_prefetch((char *)d->ht_table[t] + off);
+        }
+        return;
+    case 4:                             /* Their entries. */
+    case 5:                             /* The entries' keys and values. */
+        if ((d = slotCompactAheadDict(dictGetVal(de))) == NULL) return;
+        for (int t = 0; t < 2; t++) {
+            if (d->ht_table[t] == NULL) continue;
+            unsigned long size = DICTHT_SIZE(d->ht_size_exp[t]);
+            if (size > SLOTCOMPACT_AHEAD_FIELDS) continue;
+            for (unsigned long b = 0; b < size; b++) {
+                dictEntry *e = d->ht_table[t][b];
+                if (e == NULL) continue;
+                if (k == 1) {
+                    __builtin_prefetch(e);
+                    continue;
+                }
+                for (; e; e = e->next) {
+                    slotCompactPrefetchSds(e->key);
+                    if (((robj *)dictGetVal(de))->type == OBJ_HASH)
+                        slotCompactPrefetchSds(e->v.val);
+                }
+            }
+        }
+        return;
+    }
+}
+
+/* Start the lookahead at the key after cur (walks the list once). */
+static void slotCompactAheadInit(slotCompactAhead *a, dictEntry *cur) {
+    dictEntry *de = cur;
+
+    for (int k = 0; k < SLOTCOMPACT_AHEAD; k++) {
+        de = de ? slotCompactNextInSlot(de) : NULL;
+        a->de[k] = de;
+        if (de) __builtin_prefetch(de);
+    }
+}
+
+/* Before the current key is moved: prefetch what is due for the keys after
+ * it. Then slotCompactAheadNext() moves the window by one and returns the
+ * key after the current one. */
+static void slotCompactAheadStep(slotCompactAhead *a) {
+    for (int k = SLOTCOMPACT_AHEAD - 1; k >= 0; k--)
+        if (a->de[k]) slotCompactAheadLevel(a->de[k], k);
+}
+
+static dictEntry *slotCompactAheadNext(slotCompactAhead *a) {
+    dictEntry *next = a->de[0], *last = a->de[SLOTCOMPACT_AHEAD - 1];
+
+    memmove(&a->de[0], &a->de[1], sizeof(a->de[0]) * (SLOTCOMPACT_AHEAD - 1));
+    a->de[SLOTCOMPACT_AHEAD - 1] = last ? slotCompactNextInSlot(last) : NULL;
+    return next;
+}
+
 /* Move one key of the slot being compacted (key name, value object and
  * everything the value owns, of any type) into the slot's blocks. Big
  * values go through slotCompactLater(). Returns 1 if anything moved. */
@@ -677,9 +794,16 @@ static int slotCompactKey(dictEntry *de) {
 static long long slotCompactSlotNow(int slot) {
     long long keys = 0;
 
+    slotCompactAhead ahead;
+    dictEntry *de = slotCompactFirstInSlot(slot);
+
     slotCompactBegin(slot, slotCompactMove, 1);
-    for (dictEntry *de = slotCompactFirstInSlot(slot); de; de = slotCompactNextInSlot(de))
+    if (de) slotCompactAheadInit(&ahead, de);
+    while (de) {
+        slotCompactAheadStep(&ahead);
         keys += slotCompactKey(de);
+        de = slotCompactAheadNext(&ahead);
+    }
     slotCompactEnd();
     slotCompactClearDirty(slot);
     return keys;
@@ -1230,9 +1354,12 @@ int slotCompactStep(uint64_t budget_us) {
         slotCompactBegin(sc.cur_slot, slotCompactEvacuates(sc.cur_slot) ?
                          slotCompactEvacuate : slotCompactMove, 0);
         int n = 0;
+        slotCompactAhead ahead;
+        if (de) slotCompactAheadInit(&ahead, de);
         while (de) {
+            slotCompactAheadStep(&ahead);
             slotCompactKey(de);
-            de = slotCompactNextInSlot(de);
+            de = slotCompactAheadNext(&ahead);
             if (de && (++n & 3) == 0 && elapsedUs(start) >= budget_us) break;
         }
         int slot = sc.target_slot;
