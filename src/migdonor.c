@@ -468,6 +468,8 @@ static int migDonorPrepareStep(migSession *s) {
                 if (migSlotIsSet(s->bitmap, slot) && countKeysInSlot(slot))
                     slotCompactRequest(slot);
         }
+        slotCompactRelocationTotals(&s->reloc_keys_at_start, &s->reloc_bytes_at_start,
+                                    &s->reloc_ns_at_start);
         s->stage = 1;
         break;
     case 1:
@@ -561,6 +563,11 @@ static int migDonorPrepareStep(migSession *s) {
             zfree(bi);
         }
         s->prepare_frozen_ms = mstime() - s->d.freeze_start_ms;
+        slotCompactRelocationTotals(&s->relocated_keys, &s->relocated_bytes,
+                                    &s->relocated_ns);
+        s->relocated_keys -= s->reloc_keys_at_start;
+        s->relocated_bytes -= s->reloc_bytes_at_start;
+        s->relocated_ns -= s->reloc_ns_at_start;
         migDonorCaptureBegin(s);
         return 0;
     }

@@ -263,6 +263,9 @@ void migEndSession(migSession *s, int last) {
     migLast.manifests_rebuilt = s->manifests_rebuilt;
     migLast.manifests_stale = s->manifests_stale;
     migLast.prepare_frozen_ms = s->prepare_frozen_ms;
+    migLast.relocated_keys = s->relocated_keys;
+    migLast.relocated_bytes = s->relocated_bytes;
+    migLast.relocated_ns = s->relocated_ns;
     if (last == MIG_LAST_OK) {
         migLast.total_ok++;
         migLast.total_keys += s->keys;
@@ -279,14 +282,16 @@ void migEndSession(migSession *s, int last) {
     if (last == MIG_LAST_OK)
         serverLog(LL_NOTICE, "Slot migration (%s) of %d slots done: %lld keys, "
             "%lld bytes over %s in %lld ms (prepare %lld, %lld of it frozen "
-            "with %lld manifests built again, transfer %lld, "
+            "with %lld manifests built again, %lld keys (%lld bytes) relocated "
+            "into blocks in %lld ms, transfer %lld, "
             "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
             "paused %lld ms, %lld ms on average per slot, %lld commands held "
             "up to %lld ms, %lld replayed)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
             migLast.fig.transport, migLast.fig.elapsed_ms,
             s->phase_ms[MIG_PHASE_PREPARE], s->prepare_frozen_ms,
-            s->manifests_rebuilt, s->phase_ms[MIG_PHASE_TRANSFER],
+            s->manifests_rebuilt, s->relocated_keys, s->relocated_bytes,
+            s->relocated_ns / 1000000, s->phase_ms[MIG_PHASE_TRANSFER],
             s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
             s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
             s->write_pause_ms, migWritePauseMean(s), s->held_cmds, s->held_max_ms,

@@ -251,6 +251,11 @@ typedef struct migSession {
     long long manifests_stale;      /* Donor: kept but found stale (DEBUG
                                      * MIGRATION-DELAY watch; a bug). */
     long long prepare_frozen_ms;    /* Donor: the prepare's frozen part. */
+    /* Donor: what the prepare relocated into blocks (slot-affinity no, or
+     * keys background compaction had not reached), and the main-thread
+     * time it took; *_at_start: slotCompactRelocationTotals() then. */
+    long long relocated_keys, relocated_bytes, relocated_ns;
+    long long reloc_keys_at_start, reloc_bytes_at_start, reloc_ns_at_start;
     long long pause_slot_ms;        /* Donor: sum over the slots of how long
                                      * each was frozen by the prepare's
                                      * freeze. */
@@ -306,6 +311,7 @@ struct migLast {
     sds last_error;
     migFigures fig;                 /* Its figures ("" transport: none yet). */
     long long manifests_rebuilt, manifests_stale, prepare_frozen_ms;
+    long long relocated_keys, relocated_bytes, relocated_ns;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */

@@ -152,6 +152,7 @@ static struct {
     long long relocated_keys;       /* Keys with at least one allocation moved. */
     long long relocated_big_keys;   /* Big values finished in steps. */
     long long relocated_bytes;      /* Usable bytes copied into blocks. */
+    long long relocation_ns;        /* Main thread time relocating keys. */
     /* slot-affinity no: what went back from blocks to the heap. */
     int evacuating;                 /* The current walk's target is the heap. */
     int evac_cursor;                /* Next slot the sweep looks at. */
@@ -314,6 +315,12 @@ int slotCompactEnabled(void) {
 
 int slotCompactRunning(void) {
     return sc.initialized && server.cluster_enabled;
+}
+
+void slotCompactRelocationTotals(long long *keys, long long *bytes, long long *ns) {
+    *keys = sc.relocated_keys;
+    *bytes = sc.relocated_bytes;
+    *ns = sc.relocation_ns;
 }
 
 /* ============================ Housekeeping ================================ */
@@ -775,14 +782,19 @@ static dictEntry *slotCompactAheadNext(slotCompactAhead *a) {
  * everything the value owns, of any type) into the slot's blocks. Big
  * values go through slotCompactLater(). Returns 1 if anything moved. */
 static int slotCompactKey(dictEntry *de) {
+    struct timespec t0, t1;
+
     sc.moved_bytes = 0;
     if (slotCompactIsPinned(sc.target_slot)) return 0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     slotCompactFinishRehash(dictGetVal(de));
     defragKey(&server.db[0], de);
     if (sc.evacuating) {
         sc.evacuated_bytes += sc.moved_bytes;
         if (sc.moved_bytes) sc.evacuated_keys++;
     } else {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        sc.relocation_ns += (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
         sc.relocated_bytes += sc.moved_bytes;
         if (sc.moved_bytes) sc.relocated_keys++;
     }

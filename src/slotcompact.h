@@ -30,6 +30,9 @@ int slotCompactEnabled(void);
  * slot-affinity says: what a migration needs. */
 int slotCompactRunning(void);
 int slotCompactStartForMigration(const char **err);
+/* Keys and bytes relocated into blocks since startup, and the main-thread
+ * time it took (nanoseconds): a migration reports its prepare's share. */
+void slotCompactRelocationTotals(long long *keys, long long *bytes, long long *ns);
 
 /* Background compaction: hooks of signalModifiedKey() and stopLoading(). */
 void slotCompactKeyModified(struct redisObject *key);

@@ -88,6 +88,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         # re-created from DUMP payloads (only skiplists and streams are).
         assert {[dict get $reply keys_zero_copy] > [llength $keys] / 2}
         assert {[mg_slotalloc 0 slotalloc_relocated_keys] >= [dict get $reply keys_zero_copy]}
+        # INFO says what the prepare relocated, and how long it took.
+        assert {[mg_info 0 migration_last_relocated_keys] >= [dict get $reply keys_zero_copy]}
+        assert {[mg_info 0 migration_last_relocated_bytes] > 1000000}
+        assert {[mg_info 0 migration_last_relocate_ms] <= [dict get $reply prepare_ms]}
         foreach n {0 1} {
             # The allocator runs now; relocation in the background does not.
             assert_equal 0 [mg_slotalloc $n slotalloc_enabled]
@@ -137,6 +141,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         R 0 debug slotcompact all
         set snap [mg_snapshot 0 $keys]
         ma_check_migration 0 1 $ranges $snap
+        # Every key was in its blocks already: the prepare relocated none.
+        assert_equal 0 [mg_info 0 migration_last_relocated_keys]
         # Back from the node with no into the one with yes.
         set snap [mg_snapshot 1 $keys]
         ma_check_migration 1 0 $ranges $snap

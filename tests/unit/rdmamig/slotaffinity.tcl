@@ -443,7 +443,7 @@ start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmami
 
 # Stock MIGRATE of relocated keys: DUMP reads block memory on the donor,
 # the donor's delete gives it back, the recipient relocates what it got.
-start_cluster 2 0 {overrides {slot-affinity yes} tags {external:skip cluster rdmamig}} {
+start_cluster 2 0 {overrides {cluster-enabled yes slot-affinity yes} tags {external:skip cluster rdmamig}} {
     test {Slot affinity: MIGRATE a slot of relocated keys to another node} {
         # A hash tag whose slot node 0 serves (0..8191).
         set tag 0
