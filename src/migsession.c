@@ -310,9 +310,11 @@ void migEndSession(migSession *s, int last) {
         memcpy(migLast.import_sid, s->sid, sizeof(s->sid));
         migLast.import_owned = s->r.rstate == MIG_R_OWNED;
         /* The import's slots were pinned (initRdmaServerCommand):
-         * now compaction may have them. It relocates the values that
-         * came as DUMP payloads or were written by the replay (placed
-         * writes were refused while pinned): they are in the heap. */
+         * now compaction may have them. With slot-affinity yes it
+         * relocates the values that came as DUMP payloads or were written
+         * by the replay (placed writes were refused while pinned): they
+         * are in the heap. With no, the evacuation sweep takes the slots
+         * back to the heap instead. */
         migUnpinAll(s);
         for (int i = 0; i < s->nmig && last == MIG_LAST_OK && slotCompactEnabled(); i++)
             if (s->slots[i].keys.keys_serialized || s->writes_replayed)

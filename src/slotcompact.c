@@ -274,8 +274,9 @@ int slotCompactStartForMigration(const char **err) {
 }
 
 /* CONFIG SET slot-affinity: turning it on in cluster mode starts the
- * allocator if it was not running. Turning it off stops relocation only;
- * keys already in blocks stay there and keep working. */
+ * allocator if it was not running and relocates every slot. Turning it off
+ * drops the pending relocation; keys already in blocks keep working and
+ * the background cycle moves them back to the heap (slotCompactEvacuateCron). */
 int slotCompactApplyAffinity(const char **err) {
     if (!server.cluster_enabled) return 1;
     if (!server.slot_affinity) {
