@@ -1844,6 +1844,42 @@ void slotAllocGetStats(slotAllocStats *st) {
     pthread_mutex_unlock(&sa.lock);
 }
 
+/* Resident bytes of [base, base+size), as mincore() sees them, in chunks so
+ * that the vector stays on the stack. 0 if the kernel refuses. */
+static size_t saResidentBytes(const char *base, size_t size) {
+    unsigned char vec[1024];
+    size_t ps = SA_PAGE_SIZE, resident = 0;
+
+    for (size_t off = 0; off < size; off += sizeof(vec) * ps) {
+        size_t len = size - off < sizeof(vec) * ps ? size - off : sizeof(vec) * ps;
+        if (mincore((void *)(base + off), len, vec) != 0) return resident;
+        for (size_t i = 0; i < (len + ps - 1) / ps; i++) resident += (vec[i] & 1) * ps;
+    }
+    return resident;
+}
+
+/* What a slot's blocks cost in RAM: the resident bytes of every block it
+ * holds (active ones, its cached empty block among them, and detached
+ * ones an import is filling), and the usable bytes of its live allocations, read under the
+ * same lock so that resident - used is the slot's slack. One mincore()
+ * call per block (and per 4 MiB): callers sweep a few slots at a time. */
+int slotAllocSlotResident(int slot, size_t *resident, size_t *used) {
+    saArena *a;
+
+    *resident = *used = 0;
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!sa.initialized || (a = saArenaGet(slot, 0)) == NULL) return 0;
+    pthread_mutex_lock(&a->lock);
+    for (saBlock *b = a->blocks; b; b = b->next) *resident += saResidentBytes(b->base, b->size);
+    for (saBlock *b = a->detached; b; b = b->next) *resident += saResidentBytes(b->base, b->size);
+    *used = a->used_bytes;
+    pthread_mutex_unlock(&a->lock);
+    return 0;
+}
+
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
     saArena *a;
 

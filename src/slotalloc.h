@@ -160,6 +160,7 @@ int slotAllocDrainBlock(void *block_addr, int on);
 int slotAllocIsDraining(const void *p);
 void slotAllocGetStats(slotAllocStats *st);
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st);
+int slotAllocSlotResident(int slot, size_t *resident, size_t *used);
 
 #ifdef REDIS_TEST
 int slotAllocTest(int argc, char **argv, int flags);

@@ -160,6 +160,11 @@ static struct {
     long long evacuated_keys;
     long long evacuated_bytes;
     long long compaction_usec;      /* Main thread time spent compacting. */
+    /* What blocks cost in RAM (slotCompactResidentCron). */
+    int res_cursor;                 /* Next slot the sweep looks at. */
+    size_t res_sum, res_used;       /* The sweep in progress. */
+    size_t resident_bytes;          /* The last full sweep's figures. */
+    size_t slack_bytes;
     mstime_t last_trim;             /* Last release of cached empty blocks. */
 } sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
 
@@ -416,6 +421,38 @@ static void slotCompactSparseCron(void) {}
 static void slotCompactEvacuateCron(void) {}
 #endif
 
+/* serverCron: what blocks cost in RAM, for INFO. Looks at the resident
+ * pages of the next SLOTCOMPACT_RESIDENT_SCAN slots' blocks (mincore, one
+ * call per block: slotAllocSlotResident), so a full pass over the slots
+ * takes CLUSTER_SLOTS / SLOTCOMPACT_RESIDENT_SCAN cron calls (1.6 s at hz
+ * 10), and publishes the totals at the end of each pass. The slack
+ * (resident bytes holding no live allocation: block headers, partly filled
+ * slab pages, touched free pages) is not added to used_memory, like
+ * jemalloc's own: freeing a key in a block raises the slack by what it
+ * frees until the block empties, so maxmemory paying for slack would
+ * evict many keys for little memory (tried: eviction then could not bring
+ * used_memory under maxmemory). With slot-affinity no, blocks exist only
+ * during a migration and until the evacuation after it, so the slack is
+ * bounded by the moving slots' blocks and goes back to 0 (docs/DESIGN.md,
+ * "Placement and migration"). */
+#define SLOTCOMPACT_RESIDENT_SCAN 1024
+static void slotCompactResidentCron(void) {
+    for (int n = 0; n < SLOTCOMPACT_RESIDENT_SCAN; n++) {
+        size_t resident, used;
+
+        if (slotAllocSlotResident(sc.res_cursor, &resident, &used) == 0) {
+            sc.res_sum += resident;
+            sc.res_used += used;
+        }
+        if (++sc.res_cursor < CLUSTER_SLOTS) continue;
+        sc.res_cursor = 0;
+        sc.resident_bytes = sc.res_sum;
+        sc.slack_bytes = sc.res_sum > sc.res_used ? sc.res_sum - sc.res_used : 0;
+        sc.res_sum = sc.res_used = 0;
+        break;
+    }
+}
+
 /* serverCron, main thread. The allocator keeps the last emptied block of
  * each slot committed so that a slot growing and shrinking around a block
  * boundary does not map and unmap on every key; after a flush that would
@@ -427,6 +464,7 @@ void slotCompactCron(void) {
     if (!sc.initialized) return;
     slotCompactSparseCron();
     slotCompactEvacuateCron();
+    slotCompactResidentCron();
     if (server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS) return;
     sc.last_trim = server.mstime;
     slotAllocGetStats(&st);
@@ -438,7 +476,9 @@ void slotCompactCron(void) {
 /* The "# Slotalloc" section. slotalloc_reserved_bytes is memory committed
  * as blocks; slotalloc_range_bytes the virtual range (slot-affinity-reserve);
  * slotalloc_used_bytes the usable sizes of live allocations in blocks (part
- * of used_memory). */
+ * of used_memory); slotalloc_resident_bytes the blocks' pages in RAM and
+ * slotalloc_slack_bytes the part of them holding no live allocation (not
+ * in used_memory), both as of the last sweep (slotCompactResidentCron). */
 sds slotCompactGenInfo(sds info) {
     slotAllocStats st;
 
@@ -452,6 +492,8 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_cached_empty_blocks:%zu\r\n"
         "slotalloc_reserved_bytes:%zu\r\n"
         "slotalloc_used_bytes:%zu\r\n"
+        "slotalloc_resident_bytes:%zu\r\n"
+        "slotalloc_slack_bytes:%zu\r\n"
         "slotalloc_free_bytes:%zu\r\n"
         "slotalloc_live_allocs:%zu\r\n"
         "slotalloc_range_bytes:%zu\r\n"
@@ -470,7 +512,8 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_sparse_blocks_released:%lld\r\n"
         "slotalloc_retired_bytes:%zu\r\n",
         slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
-        st.reserved_bytes, st.used_bytes, st.free_bytes, st.live_allocs,
+        st.reserved_bytes, st.used_bytes, sc.resident_bytes, sc.slack_bytes,
+        st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.evacuated_keys,
         sc.evacuated_bytes, sc.compaction_usec,

@@ -115,6 +115,16 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         } else {
             fail "node 1 still holds blocks: [R 1 info slotalloc]"
         }
+        # Settled, the blocks cost no RAM on either node: nothing resident,
+        # no slack (INFO's figures, from the cron's sweep).
+        wait_for_condition 100 100 {
+            [mg_slotalloc 0 slotalloc_resident_bytes] == 0 &&
+            [mg_slotalloc 1 slotalloc_resident_bytes] == 0 &&
+            [mg_slotalloc 0 slotalloc_slack_bytes] == 0 &&
+            [mg_slotalloc 1 slotalloc_slack_bytes] == 0
+        } else {
+            fail "blocks still resident: [R 0 info slotalloc] [R 1 info slotalloc]"
+        }
         mg_assert_keys 1 $snap
         mg_assert_slotalloc_sound 1
         # Written on the recipient: changed keys, new keys; then back.

@@ -37,6 +37,13 @@ proc sa_existing {level keys} {
     return $n
 }
 
+# The distinct slots of keys PREFIX:0 .. PREFIX:N-1.
+proc sa_used_slots {prefix n} {
+    set slots {}
+    for {set i 0} {$i < $n} {incr i} { dict set slots [r 0 cluster keyslot $prefix:$i] 1 }
+    dict keys $slots
+}
+
 proc sa_digests_equal {} {
     assert_equal [r -1 debug digest] [r 0 debug digest]
 }
@@ -323,6 +330,54 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         r 0 config set appendonly no
         assert {[r 0 debug slotcompact all] > 0}
         assert_equal $before [r 0 debug digest]
+    }
+
+    test {Slot affinity: INFO says what the blocks hold in RAM, and their slack} {
+        # Small keys over many slots: each slot's block has a header page
+        # and a slab page per size class in use, mostly empty. That slack
+        # is RSS that used_memory does not show (as jemalloc's own is not):
+        # INFO must.
+        r 0 flushall
+        r -1 flushall
+        wait_for_condition 100 100 {
+            [sa_info 0 slotalloc_resident_bytes] == 0 && [sa_info 0 slotalloc_slack_bytes] == 0
+        } else {
+            fail "blocks still resident after FLUSHALL: [r 0 info slotalloc]"
+        }
+        set mem0 [s 0 used_memory]
+        set ref0 [s -1 used_memory]
+        for {set i 0} {$i < 3000} {incr i} { sa_both set rs:$i [string repeat x 20] }
+        r 0 debug slotcompact all
+        set used [sa_info 0 slotalloc_used_bytes]
+        assert {$used > 3000 * 20}
+        # Published at the end of each full sweep of the cron: the first
+        # one that saw every slot compacted. At least a header page and a
+        # slab page per slot holding keys.
+        set nslots [llength [sa_used_slots rs 3000]]
+        wait_for_condition 100 100 {
+            [sa_info 0 slotalloc_resident_bytes] >= $used + 2 * 4096 * $nslots &&
+            [sa_info 0 slotalloc_slack_bytes] == [sa_info 0 slotalloc_resident_bytes] - $used
+        } else {
+            fail "resident bytes not published: [r 0 info slotalloc]"
+        }
+        # used_memory grew by the data only, as the reference's did (a
+        # block's size classes differ from jemalloc's: ~7 % more for 32 B
+        # strings), far less than the slack.
+        set grown [expr {[s 0 used_memory] - $mem0}]
+        set ref_grown [expr {[s -1 used_memory] - $ref0}]
+        assert_range $grown [expr {$ref_grown * 0.8}] [expr {$ref_grown * 1.25}]
+        assert {[sa_info 0 slotalloc_slack_bytes] > $grown}
+        # Gone with the keys.
+        r 0 flushall
+        r -1 flushall
+        wait_for_condition 100 100 {
+            [sa_info 0 slotalloc_resident_bytes] == 0 && [sa_info 0 slotalloc_slack_bytes] == 0
+        } else {
+            fail "blocks still resident after FLUSHALL: [r 0 info slotalloc]"
+        }
+        sa_load sa 60
+        r 0 debug slotcompact all
+        sa_digests_equal
     }
 
     test {Slot affinity: FLUSHALL ASYNC frees block memory on the lazyfree thread} {
