@@ -14,7 +14,7 @@
 #include "sds.h"
 
 /* Version of the fork, independent of REDIS_VERSION. */
-#define RDMAMIG_VERSION "0.1.0"
+#define RDMAMIG_VERSION "0.9.0"
 
 const char *rdmaMigVersion(void);
 int rdmaMigSupportCompiled(void);
