@@ -151,7 +151,7 @@ else
         want=$(find_locked)
     fi
     if [ -z "$want" ]; then
-        has=$(for v in $(available); do noepoch "$v"; done | paste -sd' ')
+        has=$(for v in $(available); do noepoch "$v"; done | sort -V -r | paste -sd' ')
         if lock_ahead; then
             die "$lockname pins Debian revision $locked of '$DEBIAN_SOURCE_PACKAGE', newer than
 any apt knows (${has:-none}): apt's lists are out of date. As root, run
