@@ -1,7 +1,8 @@
 # Top-level Makefile of the rdma-migration fork of Redis.
 #
 # The repository holds only our code; this file fetches the pinned upstream
-# base, patches it and builds it (see README.md):
+# base, patches it and builds it (see README.md). The base is Debian's source
+# package at the revision locked in deps/upstream.lock (with its SHA-256s):
 #
 #   make                 fetch + verify + patch (first time only) and build
 #                        bin/redis-server, bin/redis-cli, bin/redis-benchmark
@@ -16,6 +17,8 @@
 #                        writes, then a full check (utils/chaos; not in test/CI;
 #                        CHAOS_SECONDS=300, CHAOS_SEED=<n>, CHAOS_PORT=31000)
 #   make check-skips     show the excluded upstream tests fail without our patches
+#   make update-upstream move to Debian's newest revision: rewrite
+#                        deps/upstream.lock (commit it), refetch and repatch
 #   make patch-tree      patched upstream as a git checkout, one commit per patch
 #   make patch-export    write that checkout's commits back to patches/
 #   make install PREFIX=/usr/local
@@ -44,15 +47,20 @@ all: build
 deps:
 	@utils/install-deps.sh build
 
-# Fetching happens once; `make update-upstream` takes a newer Debian revision.
-$(CACHE)/source.env: deps/fetch-upstream.sh deps/upstream.env
+# Fetching happens once, and again when the lock changes (a pull, a
+# checkout): exactly the Debian revision deps/upstream.lock names. Without a
+# lock file the fetch takes the newest revision and writes one.
+# `make update-upstream` takes the newest revision and rewrites the lock.
+UPSTREAM_LOCK := $(wildcard deps/upstream.lock)
+$(CACHE)/source.env: deps/fetch-upstream.sh deps/upstream.env $(UPSTREAM_LOCK)
 	@deps/fetch-upstream.sh $(CACHE)
 
 fetch: $(CACHE)/source.env
 
 update-upstream:
-	@rm -f $(CACHE)/source.env
+	@deps/fetch-upstream.sh $(CACHE) --update
 	@$(MAKE) --no-print-directory tree
+	@cat $(CACHE)/update.txt
 
 # The patched tree is rebuilt from the cached tarballs only when the base or
 # a patch changed; our own sources are symlinked in on every build instead.

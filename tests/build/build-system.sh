@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Tests of the build system itself (run by `make test`, suite "ours"):
-# the pinned base is verified, conflicting patches are reported by name,
+# the pinned base is verified, the lock's Debian revision is what was fetched
+# and a revision the mirror lacks is refused with advice, conflicting patches are reported by name,
 # the patch workflow round-trips, BUILD_RDMA rejects bad values, and an
 # edit to one of our files rebuilds only that file.
 #
@@ -34,6 +35,27 @@ if [ "$(sha256sum build/cache/orig.tar.gz | cut -d' ' -f1)" = "$DEBIAN_ORIG_SHA2
     ok "cached upstream source matches the pinned SHA-256"
 else
     err "cached upstream source matches the pinned SHA-256"
+fi
+
+# 2b. The cache holds the locked Debian revision, and a lock naming one the
+#     mirror does not serve fails before downloading anything, saying what
+#     to run. (No download: the revision is looked up in apt's lists.)
+. build/cache/source.env
+locked=$(sed -n 's/^DEBIAN_REVISION=//p' deps/upstream.lock)
+if [ "$SOURCE" != debian ] || [ "$PATCHLEVEL" = "$locked" ]; then
+    ok "the fetched Debian revision is the one in deps/upstream.lock ($locked)"
+else
+    err "the fetched Debian revision is the one in deps/upstream.lock" "source.env: $PATCHLEVEL, lock: $locked"
+fi
+sed 's/^DEBIAN_REVISION=.*/DEBIAN_REVISION=7.0.15-1~deb12u0/' deps/upstream.lock > "$work/upstream.lock"
+out=$(RDMAMIG_UPSTREAM_LOCK="$work/upstream.lock" deps/fetch-upstream.sh "$work/lockcache" 2>&1)
+rc=$?
+if [ $rc != 0 ] && [[ "$out" == *"pins Debian revision 7.0.15-1~deb12u0"* ]] &&
+   [[ "$out" == *"make update-upstream"* ]] && [ ! -e "$work/lockcache/source.env" ] &&
+   [ ! -e "$work/lockcache/apt-source" ]; then
+    ok "a locked Debian revision the mirror lacks is refused, pointing to make update-upstream"
+else
+    err "a locked Debian revision the mirror lacks is refused, pointing to make update-upstream" "rc=$rc" "$out"
 fi
 
 # 3. A patch of ours that conflicts with a Debian patch stops the build and
