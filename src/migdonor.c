@@ -478,7 +478,7 @@ static int migDonorPrepareStep(migSession *s) {
             break;
         }
         for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-            if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
+            if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot);
         slotWatch(s->bitmap);
         s->slots = zcalloc(sizeof(migSlot) * (s->nslots ? s->nslots : 1));
         s->nmig = 0;

@@ -355,7 +355,7 @@ void rdmaMigrateSlotsCommand(client *c) {
     /* With slot-affinity no the keys are in the general heap: the prepare
      * relocates them (migdonor.c), which needs the allocator. */
     const char *aerr = NULL;
-    if (slotCompactStartForMigration(&aerr) == C_ERR) {
+    if (slotCompactStart(&aerr) == C_ERR) {
         addReplyErrorFormat(c, "no slot blocks on this node: %s; move the "
             "slots with MIGRATE (redis-cli --cluster-transport legacy)", aerr);
         return;

@@ -706,7 +706,7 @@ void initRdmaServerCommand(client *c) {
         return;
     }
     const char *aerr = NULL;
-    if (slotCompactStartForMigration(&aerr) == C_ERR) {
+    if (slotCompactStart(&aerr) == C_ERR) {
         addReplyErrorFormat(c, "this node can't adopt slot blocks: %s", aerr);
         return;
     }
@@ -738,7 +738,7 @@ void initRdmaServerCommand(client *c) {
      * blocks), and nothing may move in blocks the patcher and the
      * transport are writing. */
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-        if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 1);
+        if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot);
     s->r.listener = l;
     s->kind = migListenerKind(l);
     snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));

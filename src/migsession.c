@@ -533,7 +533,7 @@ int migLazyfreeBarrierPassed(migSession *s, int purge) {
 
 void migUnpinAll(migSession *s) {
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-        if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot, 0);
+        if (migSlotIsSet(s->bitmap, slot)) slotCompactUnpin(slot);
 }
 
 /* Release the blocks of a slot this node holds no keys of, once they hold

@@ -59,7 +59,7 @@
  *
  * slot-affinity no. Keys stay in the general heap and nothing relocates
  * in the background, but a migration still ships blocks: the allocator
- * starts on a node's first migration (slotCompactStartForMigration), the
+ * starts on a node's first migration (slotCompactStart), the
  * donor's prepare relocates the slots it asked for (slotCompactRequest),
  * and what a migration leaves in blocks (an import's adopted keys, a
  * rolled-back donor's relocated ones) is moved back to the heap by the
@@ -170,6 +170,7 @@ static struct {
 
 static void slotCompactMarkAllDirty(void);
 static void slotCompactReset(void);
+static void slotCompactSetPinned(int slot, int on);
 
 static int slotCompactIsRequested(int slot) {
     return (sc.requested[slot >> 3] >> (slot & 7)) & 1;
@@ -252,15 +253,15 @@ int slotCompactInit(void) {
     return slotCompactReserve();
 }
 
-/* A migration needs the allocator on both nodes whatever slot-affinity
- * says: with `no`, keys live in the general heap, the donor relocates the
- * moving slots into blocks at its prepare (slotCompactRequest) and the
- * recipient adopts blocks. So the first migration of a node started with
- * `slot-affinity no` reserves the range here (address space only: nothing
- * is committed until a block is made). Nothing is relocated in the
- * background while slot-affinity is no. Returns C_ERR with *err set if the
- * allocator cannot run. */
-int slotCompactStartForMigration(const char **err) {
+/* Start the allocator at runtime, for CONFIG SET slot-affinity yes or for
+ * a node's first migration, whatever slot-affinity says: with `no`, keys
+ * live in the general heap, the donor relocates the moving slots into
+ * blocks at its prepare (slotCompactRequest) and the recipient adopts
+ * blocks. Only address space is reserved: nothing is committed until a
+ * block is made, and nothing is relocated in the background while
+ * slot-affinity is no. Returns C_OK if the allocator is (already) running,
+ * C_ERR with *err set if it cannot run. */
+int slotCompactStart(const char **err) {
     if (sc.initialized) return C_OK;
     if (!server.cluster_enabled) {
         *err = "slot blocks need cluster mode";
@@ -290,16 +291,7 @@ int slotCompactApplyAffinity(const char **err) {
         if (sc.initialized) slotCompactReset();
         return 1;
     }
-    if (!sc.initialized) {
-        if (!slotCompactBlockSizesValid()) {
-            *err = "slot-affinity-min-block is larger than slot-affinity-max-block";
-            return 0;
-        }
-        if (slotCompactInit() == C_ERR) {
-            *err = "cannot reserve the slot allocator's address space (see the log)";
-            return 0;
-        }
-    }
+    if (slotCompactStart(err) == C_ERR) return 0;
     /* Keys written while it was off are in the general heap. */
     slotCompactMarkAllDirty();
     return 1;
@@ -586,18 +578,16 @@ long defragKey(redisDb *db, dictEntry *de);
 int defragLaterItem(dictEntry *de, unsigned long *cursor, long long endtime, int dbid);
 extern void (*activeDefragLaterTarget)(redisDb *db, dictEntry *kde);
 
-/* activeDefragAlloc() target while slot sc.target_slot is compacted: same
- * contract (NULL: not moved; otherwise the new copy, the old one freed).
- * Allocations already in the slot's blocks stay; when the slot's arena has
- * no room the allocation stays too. */
-static void *slotCompactMove(void *ptr) {
-    size_t size, usable;
-    void *newptr;
+/* Copy an allocation to its new home, slot's blocks or, for slot -1, the
+ * general heap, and free the old one. The copy gets the old allocation's
+ * usable size (the size asked for is not known): from a block chunk to the
+ * heap, objects under 128 bytes can land one jemalloc class higher. NULL,
+ * nothing changed, when there is no room. */
+static void *slotCompactCopy(void *ptr, int slot) {
+    size_t size = zmalloc_size(ptr), usable;
+    void *newptr = slot >= 0 ? ztrymalloc_foreign(slot, size, &usable)
+                             : ztrymalloc_usable(size, &usable);
 
-    if (slotAllocSlotOf(ptr) == sc.target_slot && !slotAllocIsDraining(ptr))
-        return NULL;
-    size = zmalloc_size(ptr);
-    newptr = ztrymalloc_foreign(sc.target_slot, size, &usable);
     if (newptr == NULL) return NULL;
     memcpy(newptr, ptr, size);
     zfree(ptr);
@@ -605,24 +595,23 @@ static void *slotCompactMove(void *ptr) {
     return newptr;
 }
 
+/* activeDefragAlloc() target while slot sc.target_slot is compacted: same
+ * contract (NULL: not moved; otherwise the new copy, the old one freed).
+ * Allocations already in the slot's blocks stay; when the slot's arena has
+ * no room the allocation stays too. */
+static void *slotCompactMove(void *ptr) {
+    if (slotAllocSlotOf(ptr) == sc.target_slot && !slotAllocIsDraining(ptr))
+        return NULL;
+    return slotCompactCopy(ptr, sc.target_slot);
+}
+
 /* activeDefragAlloc() target with slot-affinity no: an allocation a
  * migration left in slot blocks (the recipient's adopted keys, a donor's
  * relocated keys after a rollback) goes back to the general heap, so that
- * the node holds no block for good. The copy gets the block chunk's usable
- * size (the size asked for is not known): for objects under 128 bytes
- * that can be one jemalloc class above the original. */
+ * the node holds no block for good. */
 static void *slotCompactEvacuate(void *ptr) {
-    size_t size, usable;
-    void *newptr;
-
     if (slotAllocSlotOf(ptr) < 0) return NULL;
-    size = zmalloc_size(ptr);
-    newptr = ztrymalloc_usable(size, &usable);
-    if (newptr == NULL) return NULL;
-    memcpy(newptr, ptr, size);
-    zfree(ptr);
-    sc.moved_bytes += usable;
-    return newptr;
+    return slotCompactCopy(ptr, -1);
 }
 
 /* Where the background cycle puts the keys of a slot: into its blocks,
@@ -830,7 +819,8 @@ static int slotCompactKey(dictEntry *de) {
 
     sc.moved_bytes = 0;
     if (slotCompactIsPinned(sc.target_slot)) return 0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    /* Relocation is timed (a migration's prepare reports it), per key. */
+    if (!sc.evacuating) clock_gettime(CLOCK_MONOTONIC, &t0);
     slotCompactFinishRehash(dictGetVal(de));
     defragKey(&server.db[0], de);
     if (sc.evacuating) {
@@ -875,13 +865,12 @@ int slotCompactKeyNow(dictEntry *de) {
     int pinned = slotCompactIsPinned(slot), moved;
 
     if (!slotCompactRunning()) return 0;
-    /* Unpinned for the walk only (not slotCompactPin: the slot stays
-     * requested). */
-    sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+    /* Unpinned for the walk only (the slot stays requested). */
+    slotCompactSetPinned(slot, 0);
     slotCompactBegin(slot, slotCompactMove, 1);
     moved = slotCompactKey(de);
     slotCompactEnd();
-    if (pinned) sc.pinned[slot >> 3] |= 1 << (slot & 7);
+    slotCompactSetPinned(slot, pinned);
     return moved;
 }
 
@@ -1257,18 +1246,25 @@ void slotCompactRequest(int slot) {
     slotCompactMarkDirty(slot, 1);
 }
 
+static void slotCompactSetPinned(int slot, int on) {
+    if (on) sc.pinned[slot >> 3] |= 1 << (slot & 7);
+    else sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+}
+
 /* A migration pins its slots from the moment it describes them (manifest,
  * block list) until it is over: the blocks are being read by the NIC or
  * the transfer thread, so nothing may be moved, drained or reallocated in
  * them (a quicklist bookmark, for instance, reallocates the quicklist).
  * Writes to those slots are held back by the freeze (slotfreeze.c). */
-void slotCompactPin(int slot, int on) {
-    if (on) {
-        sc.pinned[slot >> 3] |= 1 << (slot & 7);
-    } else {
-        sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
-        sc.requested[slot >> 3] &= ~(1 << (slot & 7));
-    }
+void slotCompactPin(int slot) {
+    slotCompactSetPinned(slot, 1);
+}
+
+/* The migration is over: the slot is no longer pinned nor asked for, so
+ * with slot-affinity no the evacuation may take its keys back to the heap. */
+void slotCompactUnpin(int slot) {
+    slotCompactSetPinned(slot, 0);
+    sc.requested[slot >> 3] &= ~(1 << (slot & 7));
 }
 
 int slotCompactIsPinned(int slot) {
@@ -1491,9 +1487,37 @@ int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }
 int slotCompactStep(uint64_t budget_us) { UNUSED(budget_us); return 0; }
 long long slotCompactSlotSync(int slot) { UNUSED(slot); return 0; }
 int slotCompactKeyNow(dictEntry *de) { UNUSED(de); return 0; }
-void slotCompactPin(int slot, int on) { UNUSED(slot); UNUSED(on); }
+void slotCompactPin(int slot) { UNUSED(slot); }
+void slotCompactUnpin(int slot) { UNUSED(slot); }
 int slotCompactIsPinned(int slot) { UNUSED(slot); return 0; }
 #endif
+
+/* DEBUG SLOTCOMPACT CHECK's reply map (slotCompactCheckCommand says what
+ * each field means). Takes ownership of the two sds, NULL for nil. */
+static void slotCompactCheckReply(client *c, long long keys, long long allocs,
+                                  long long live_allocs, long long misplaced,
+                                  long long dead, long long unreached,
+                                  sds first_unreached, sds problem) {
+    addReplyMapLen(c, 8);
+    addReplyBulkCString(c, "keys");
+    addReplyLongLong(c, keys);
+    addReplyBulkCString(c, "allocs");
+    addReplyLongLong(c, allocs);
+    addReplyBulkCString(c, "live_allocs");
+    addReplyLongLong(c, live_allocs);
+    addReplyBulkCString(c, "misplaced");
+    addReplyLongLong(c, misplaced);
+    addReplyBulkCString(c, "dead");
+    addReplyLongLong(c, dead);
+    addReplyBulkCString(c, "unreached");
+    addReplyLongLong(c, unreached);
+    addReplyBulkCString(c, "first_unreached");
+    if (first_unreached) addReplyBulkSds(c, first_unreached);
+    else addReplyNull(c);
+    addReplyBulkCString(c, "problem");
+    if (problem) addReplyBulkSds(c, problem);
+    else addReplyNull(c);
+}
 
 #ifdef HAVE_DEFRAG
 /* DEBUG SLOTCOMPACT CHECK: what the walk found. */
@@ -1611,25 +1635,8 @@ static void slotCompactCheckCommand(client *c) {
     }
     dictRelease(reached);
     slotAllocGetStats(&st);
-    addReplyMapLen(c, 8);
-    addReplyBulkCString(c, "keys");
-    addReplyLongLong(c, keys);
-    addReplyBulkCString(c, "allocs");
-    addReplyLongLong(c, allocs);
-    addReplyBulkCString(c, "live_allocs");
-    addReplyLongLong(c, (long long)st.live_allocs);
-    addReplyBulkCString(c, "misplaced");
-    addReplyLongLong(c, misplaced);
-    addReplyBulkCString(c, "dead");
-    addReplyLongLong(c, dead);
-    addReplyBulkCString(c, "unreached");
-    addReplyLongLong(c, unreached);
-    addReplyBulkCString(c, "first_unreached");
-    if (first_unreached) addReplyBulkSds(c, first_unreached);
-    else addReplyNull(c);
-    addReplyBulkCString(c, "problem");
-    if (problem) addReplyBulkSds(c, problem);
-    else addReplyNull(c);
+    slotCompactCheckReply(c, keys, allocs, (long long)st.live_allocs, misplaced, dead,
+                          unreached, first_unreached, problem);
 }
 #endif
 
@@ -1648,18 +1655,8 @@ void slotCompactDebugCommand(client *c) {
      * before that, no key has anything in blocks. */
     int check = !strcasecmp(c->argv[2]->ptr, "check");
     if (check && !slotCompactRunning()) {
-        const char *zero[] = {"allocs", "live_allocs", "misplaced", "dead", "unreached"};
-        addReplyMapLen(c, 8);
-        addReplyBulkCString(c, "keys");
-        addReplyLongLong(c, (long long)dictSize(server.db[0].dict));
-        for (size_t j = 0; j < sizeof(zero) / sizeof(zero[0]); j++) {
-            addReplyBulkCString(c, zero[j]);
-            addReplyLongLong(c, 0);
-        }
-        addReplyBulkCString(c, "first_unreached");
-        addReplyNull(c);
-        addReplyBulkCString(c, "problem");
-        addReplyNull(c);
+        slotCompactCheckReply(c, (long long)dictSize(server.db[0].dict), 0, 0, 0, 0, 0,
+                              NULL, NULL);
         return;
     }
     if (!check && !slotCompactEnabled()) {

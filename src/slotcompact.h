@@ -29,7 +29,7 @@ int slotCompactEnabled(void);
 /* Whether the allocator runs (cluster mode, range reserved), whatever
  * slot-affinity says: what a migration needs. */
 int slotCompactRunning(void);
-int slotCompactStartForMigration(const char **err);
+int slotCompactStart(const char **err);
 /* Keys and bytes relocated into blocks since startup, and the main-thread
  * time it took (nanoseconds): a migration reports its prepare's share. */
 void slotCompactRelocationTotals(long long *keys, long long *bytes, long long *ns);
@@ -68,8 +68,10 @@ void slotCompactRequest(int slot);
 int slotCompactSlotPending(int slot);
 int slotCompactStep(uint64_t budget_us);
 long long slotCompactSlotSync(int slot);
-/* While a migration reads a slot's blocks: no relocation, no draining. */
-void slotCompactPin(int slot, int on);
+/* While a migration reads a slot's blocks: no relocation, no draining.
+ * Unpin when it is over (also ends slotCompactRequest's request). */
+void slotCompactPin(int slot);
+void slotCompactUnpin(int slot);
 int slotCompactIsPinned(int slot);
 /* One key now, even in a pinned slot (a migration's stragglers). */
 int slotCompactKeyNow(struct dictEntry *de);

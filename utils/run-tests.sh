@@ -138,37 +138,43 @@ run_cluster() {
 # run with both).
 other_affinity=yes
 
+# runtest over some of tests/unit/rdmamig/*.tcl: the options, then "--",
+# then the files; the output is appended to $log. Returns runtest's status
+# (0 if there was no file).
+runtest_rdmamig() {
+    local opts=() args=() t
+    while [ "$1" != "--" ]; do opts+=("$1"); shift; done
+    shift
+    for t in "$@"; do args+=(--single "unit/rdmamig/$(basename "$t" .tcl)"); done
+    [ ${#args[@]} -gt 0 ] || return 0
+    (cd "$tree" && ./runtest --clients 2 --timeout "$timeout" --baseport "$baseport" \
+        "${opts[@]}" "${args[@]}") 2>&1 |
+        nocolor | tee -a "$log"
+    return "${PIPESTATUS[0]}"
+}
+
 run_ours() {
-    local log="$logs/ours.log" args=() t rc=0 pass fail
+    local log="$logs/ours.log" files=() t rc=0 pass fail
     : > "$log"
     for t in "$repo"/tests/unit/rdmamig/*.tcl; do
-        [ -e "$t" ] || continue
-        args+=(--single "unit/rdmamig/$(basename "$t" .tcl)")
+        [ -e "$t" ] && files+=("$t")
     done
-    if [ ${#args[@]} -gt 0 ]; then
-        (cd "$tree" && ./runtest --clients 2 --timeout "$timeout" --baseport "$baseport" \
-            "${args[@]}") 2>&1 |
-            nocolor | tee -a "$log"
-        rc=${PIPESTATUS[0]}
-    fi
+    runtest_rdmamig -- "${files[@]}" || rc=1
     # The migration files once more with the other slot-affinity setting
     # (the default, no: keys in the heap, relocated by the donor's prepare,
     # see migrate-affinity.tcl; yes: keys always in their slots' blocks),
     # wherever a test file leaves it to the default.
-    args=()
+    files=()
     for t in "$repo"/tests/unit/rdmamig/migrate*.tcl; do
         [ -e "$t" ] || continue
         # (Files whose servers set slot-affinity themselves would run the
         # same twice.)
         grep -qE 'overrides \{[^}]*slot-affinity (yes|no)' "$t" && continue
-        args+=(--single "unit/rdmamig/$(basename "$t" .tcl)")
+        files+=("$t")
     done
-    if [ ${#args[@]} -gt 0 ]; then
+    if [ ${#files[@]} -gt 0 ]; then
         echo "run-tests: the migration tests again with slot-affinity $other_affinity" | tee -a "$log"
-        (cd "$tree" && ./runtest --clients 2 --timeout "$timeout" --baseport "$baseport" \
-            --config slot-affinity "$other_affinity" "${args[@]}") 2>&1 |
-            nocolor | tee -a "$log"
-        [ "${PIPESTATUS[0]}" = 0 ] || rc=1
+        runtest_rdmamig --config slot-affinity "$other_affinity" -- "${files[@]}" || rc=1
     fi
     pass=$(count '^\[ok\]:' "$log"); fail=$(count '^\[(err|exception)\]:' "$log")
     # C unit tests: tests/c/<name>-test-main.c + src/<name>.c, built with
