@@ -15,7 +15,8 @@
 #   make demo            3 -> 4 node loopback cluster rebalance, explained
 #   make chaos           seeded chaos run of slot migrations under faults and
 #                        writes, then a full check (utils/chaos; not in test/CI;
-#                        CHAOS_SECONDS=300, CHAOS_SEED=<n>, CHAOS_PORT=31000)
+#                        CHAOS_SECONDS=300, CHAOS_SEED=<n>, CHAOS_PORT=31000,
+#                        CHAOS_AFFINITY=mixed|yes|no)
 #   make check-skips     show the excluded upstream tests fail without our patches
 #   make update-upstream move to Debian's newest revision: rewrite
 #                        deps/upstream.lock (commit it), refetch and repatch
@@ -134,10 +135,12 @@ demo:
 # key and acknowledged write checked. Not part of `make test` or CI.
 CHAOS_SECONDS ?= 300
 CHAOS_SEED ?=
+CHAOS_AFFINITY ?= mixed
 chaos:
 	@utils/install-deps.sh build
 	@$(MAKE) --no-print-directory build
-	@CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) python3 utils/chaos/chaos.py
+	@CHAOS_SECONDS=$(CHAOS_SECONDS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_AFFINITY=$(CHAOS_AFFINITY) \
+		python3 utils/chaos/chaos.py
 
 patch-tree: $(CACHE)/source.env
 	@if [ -d $(PATCHTREE) ] && [ -n "$$(git -C $(PATCHTREE) status --porcelain --untracked-files=no 2>/dev/null)$$(git -C $(PATCHTREE) log --oneline ORIG_PATCHES..HEAD 2>/dev/null)" ]; then \

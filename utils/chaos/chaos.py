@@ -16,7 +16,9 @@ Environment: CHAOS_SECONDS (300), CHAOS_SEED (random when unset; printed),
 CHAOS_PORT (first of 4 ports, 31000; the bus ports are +10000),
 CHAOS_WRITERS (2-4, from the seed when unset), CHAOS_RATE (requests per
 second per writer, 100), CHAOS_DIR (build/chaos), CHAOS_KEEP (1: keep the
-nodes' AOFs after a passing run).
+nodes' AOFs after a passing run), CHAOS_AFFINITY (the nodes' slot-affinity:
+yes, no, or mixed, the default: each node's from the seed, at least one of
+each, so that both placements and pairs across them are struck).
 
 Exit status: 0 when every check passed, 1 on a violation (the evidence is
 printed and written to <run dir>/violations.txt), 2 on a setup error.
@@ -204,8 +206,9 @@ def try_call(port, *args, timeout=2.0):
 # ---------------------------------------------------------------- nodes --
 
 class Node:
-    def __init__(self, idx, port, root):
+    def __init__(self, idx, port, root, affinity):
         self.idx = idx
+        self.affinity = affinity
         self.port = port
         self.dir = os.path.join(root, "node%d-%d" % (idx, port))
         self.conf = os.path.join(self.dir, "redis.conf")
@@ -223,12 +226,12 @@ class Node:
                 "cluster-enabled yes", "cluster-config-file nodes.conf",
                 "cluster-node-timeout %d" % NODE_TIMEOUT_MS,
                 "appendonly yes", "appendfsync always", 'save ""',
-                "enable-debug-command yes", "slot-affinity yes",
+                "enable-debug-command yes", "slot-affinity %s" % affinity,
                 "list-compress-depth 1",
                 ""]))
 
     def name(self):
-        return "n%d(:%d)" % (self.idx, self.port)
+        return "n%d(:%d,%s)" % (self.idx, self.port, self.affinity)
 
     def start(self):
         self.starts += 1
@@ -1356,8 +1359,22 @@ def main():
     nwriters = int(os.environ.get("CHAOS_WRITERS") or (2 + seed % 3))
     rate = float(os.environ.get("CHAOS_RATE") or 100)
     root = os.environ.get("CHAOS_DIR") or os.path.join(REPO, "build", "chaos")
-    print("chaos: CHAOS_SEED=%d CHAOS_SECONDS=%g (4 masters on 127.0.0.1:%d-%d, %d writers "
-          "at %g req/s each)" % (seed, seconds, base, base + 3, nwriters, rate), flush=True)
+    affinity = os.environ.get("CHAOS_AFFINITY") or "mixed"
+    if affinity == "mixed":
+        # From the seed, and never all alike.
+        draw = random.Random(seed * 7919 + 1)
+        affinities = [draw.choice(("yes", "no")) for _ in range(4)]
+        if len(set(affinities)) == 1:
+            affinities[draw.randrange(4)] = "no" if affinities[0] == "yes" else "yes"
+    elif affinity in ("yes", "no"):
+        affinities = [affinity] * 4
+    else:
+        print("chaos: CHAOS_AFFINITY must be yes, no or mixed, not '%s'" % affinity,
+              file=sys.stderr)
+        return 2
+    print("chaos: CHAOS_SEED=%d CHAOS_SECONDS=%g (4 masters on 127.0.0.1:%d-%d, slot-affinity "
+          "%s, %d writers at %g req/s each)" % (seed, seconds, base, base + 3,
+                                                  "/".join(affinities), nwriters, rate), flush=True)
     for b in (SERVER, CLI):
         if not os.access(b, os.X_OK):
             print("chaos: %s is missing: run make first" % b, file=sys.stderr)
@@ -1378,7 +1395,7 @@ def main():
 
     violations = []
     stats = Stats()
-    RUN.nodes = [Node(i, p, rundir) for i, p in enumerate(ports)]
+    RUN.nodes = [Node(i, p, rundir, affinities[i]) for i, p in enumerate(ports)]
     for n in RUN.nodes:
         n.start()
     for n in RUN.nodes:
