@@ -1,6 +1,6 @@
 # RDMAMIGRATESLOTS (src/migration.c): the fault matrix (issue 34).
 #
-# Every phase a donor goes through, held by DEBUG MIGRATION-DELAY at its
+# Every phase a donor goes through, held by migration-test-delay-* at its
 # start: prepare (the recipient's session open), transfer (the slots
 # frozen, nothing registered), inside the transfer at `write` (the blocks
 # registered on both ends, nothing sent) and at `chunk` (the first slot
@@ -143,12 +143,12 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # which STATUS shows as the transfer phase, until the donor logs it.
     proc mx_start_held {ranges phase ms args} {
         if {$phase ni {write chunk}} { return [mg_start_held $ranges $phase $ms {*}$args] }
-        set seen [count_log_message 0 "DEBUG MIGRATION-DELAY $phase:"]
-        R 0 debug migration-delay reset
-        R 0 debug migration-delay $phase $ms
+        set seen [count_log_message 0 "migration-test-delay-$phase:"]
+        mg_delay_reset 0
+        mg_delay 0 $phase $ms
         set rd [mg_migrate_deferred 0 1 $ranges {*}$args]
         wait_for_condition 1000 10 {
-            [count_log_message 0 "DEBUG MIGRATION-DELAY $phase:"] > $seen
+            [count_log_message 0 "migration-test-delay-$phase:"] > $seen
         } else {
             fail "node 0 never held at $phase: [mg_status 0]"
         }
@@ -196,7 +196,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 } else {
                     set failed [catch {$rd read} reply]
                     $rd close
-                    R 0 debug migration-delay reset
+                    mg_delay_reset 0
                     mg_wait_idle 0
                     mx_restart 1
                 }
@@ -223,7 +223,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         if {$fault ne {kill}} {
             set failed [catch {$rd read} reply]
             $rd close
-            R 0 debug migration-delay reset
+            mg_delay_reset 0
         }
         mg_wait_idle 0
         mg_wait_idle 1
