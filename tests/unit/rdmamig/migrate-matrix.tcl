@@ -3,8 +3,9 @@
 # Every phase a donor goes through, held by migration-test-delay-* at its
 # start: prepare (the recipient's session open), transfer (the slots
 # frozen, nothing registered), inside the transfer at `write` (the blocks
-# registered on both ends, nothing sent) and at `chunk` (the first slot
-# sent, its writes flowing again and recorded for the replay), patch
+# registered on both ends, nothing sent) and at `chunk` (the first chunk
+# that completed a slot sent, as production cuts it: the slots it
+# completed take writes again, recorded for the replay), patch
 # (everything sent, RDMADONE not yet: the recipient patches and links
 # after it), handover (after the replay, the slots frozen again, before
 # RDMAHANDOVER) and delete (the recipient owns the slots) -- crossed with
@@ -139,7 +140,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
     # mg_start_held, and for the holds inside the transfer (write: the
     # blocks registered on the recipient, nothing sent; chunk: the first
-    # slot sent, its freeze relaxed, its writes recorded for the replay),
+    # chunk that completed a slot sent, the freeze of the slots it
+    # completed relaxed, their writes recorded for the replay),
     # which STATUS shows as the transfer phase, until the donor logs it.
     proc mx_start_held {ranges phase ms args} {
         if {$phase ni {write chunk}} { return [mg_start_held $ranges $phase $ms {*}$args] }
