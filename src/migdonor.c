@@ -50,12 +50,11 @@
 #include <sys/syscall.h>
 #endif
 
-/* DEBUG MIGRATION-DELAY (migsession.h): set by migration.c. */
-long long migDelayMs[MIG_PHASE_COUNT];
-long long migDelayWriteMs;
-long long migDelayChunkMs;
-long long migDelayWatchMs;
-long long migDelayHandedMs;
+/* A migration-test-delay-* hidden config (migsession.h), in ms: the main
+ * thread may change it at any time, the donor thread reads it. */
+static long long migTestDelayMs(int *cfg) {
+    return __atomic_load_n(cfg, __ATOMIC_RELAXED);
+}
 
 static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
                            const char *what);
@@ -380,9 +379,10 @@ static int migDonorManifestStep(migSession *s, migSlot *ms) {
 /* Prepare, after the freeze: list the slots holding keys again (a watched
  * slot may have gained its first key, or lost its last), keeping the
  * manifests of those that did not change since theirs was built; the
- * others are built again, frozen. With DEBUG MIGRATION-DELAY watch, each
- * manifest kept is compared with a fresh one first (a change the watch
- * missed would make it stale: logged, counted, replaced). */
+ * others are built again, frozen. With migration-test-delay-watch (the
+ * prepare waited, writes flowing), each manifest kept is compared with a
+ * fresh one first (a change the watch missed would make it stale: logged,
+ * counted, replaced). */
 static int migDonorKeepManifests(migSession *s) {
     migSlot *old = s->slots;
     int nold = s->nmig, j = 0;
@@ -407,7 +407,7 @@ static int migDonorKeepManifests(migSession *s) {
             ms->built = 0;
             continue;
         }
-        if (migDelayWatchMs == 0) continue;
+        if (migTestDelayMs(&server.migration_test_delay_watch) == 0) continue;
         migManifest fresh;
         sds err = NULL;
         if (migBuildManifest(slot, &fresh, &err) == C_ERR) {
@@ -445,7 +445,7 @@ static int migDonorKeepManifests(migSession *s) {
  *     manifest moves a straggler itself), watch them, and build the
  *     manifest of each slot holding keys, one slot at a time; a slot
  *     written between two steps of its manifest starts again, once;
- *   3 freeze (DEBUG MIGRATION-DELAY watch waits before);
+ *   3 freeze (migration-test-delay-watch waits before);
  *   4 wait for pending lazy frees (they write allocator metadata in the
  *     blocks); keep the manifests of the slots not written since theirs
  *     was built (migDonorKeepManifests);
@@ -491,12 +491,13 @@ static int migDonorPrepareStep(migSession *s) {
         break;
     case 2: {
         if (s->cursor == s->nmig) {
+            long long watch_ms = migTestDelayMs(&server.migration_test_delay_watch);
             s->stage = 3;
             s->d.stage_start_ms = mstime();
-            if (migDelayWatchMs > 0)
-                serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY watch: "
+            if (watch_ms > 0)
+                serverLog(LL_NOTICE, "Slot migration: migration-test-delay-watch: "
                     "the manifests of %d slots built, writes flowing; waiting %lld "
-                    "ms before the freeze", s->nmig, migDelayWatchMs);
+                    "ms before the freeze", s->nmig, watch_ms);
             break;
         }
         migSlot *ms = &s->slots[s->cursor];
@@ -516,7 +517,8 @@ static int migDonorPrepareStep(migSession *s) {
         break;
     }
     case 3:
-        if (migDelayWatchMs > 0 && mstime() - s->d.stage_start_ms < migDelayWatchMs)
+        if (mstime() - s->d.stage_start_ms <
+            migTestDelayMs(&server.migration_test_delay_watch))
             return MIG_SLICE_WAIT;
         slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
         s->d.freeze_start_ms = mstime();
@@ -765,7 +767,7 @@ static int migDonorRollbackSlice(migSession *s) {
 
 /* ============================= Donor: thread ============================== */
 
-/* Donor thread: sleep ms (DEBUG MIGRATION-DELAY), waking up early on an
+/* Donor thread: sleep ms (migration-test-delay-*), waking up early on an
  * abort (cancel, deadline). */
 static void migSleep(migSession *s, long long ms) {
     while (ms > 0 && !migAborting(s)) {
@@ -774,8 +776,9 @@ static void migSleep(migSession *s, long long ms) {
     }
 }
 
-static void migDelay(migSession *s, int phase) {
-    migSleep(s, migDelayMs[phase]);
+/* The test point at the start of a phase: migration-test-delay-<phase>. */
+static void migTestDelay(migSession *s, int *cfg) {
+    migSleep(s, migTestDelayMs(cfg));
 }
 
 /* migration-max-bandwidth. Over TCP, the bytes a donor sends cost the
@@ -1281,19 +1284,22 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         migFail(s, "%s", err);
         goto done;
     }
-    if (migDelayWriteMs > 0) {
-        serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY write: %zu "
+    long long write_ms = migTestDelayMs(&server.migration_test_delay_write);
+    if (write_ms > 0) {
+        serverLog(LL_NOTICE, "Slot migration: migration-test-delay-write: %zu "
             "blocks registered on both ends, waiting %lld ms before writing",
-            nb, migDelayWriteMs);
-        migSleep(s, migDelayWriteMs);
+            nb, write_ms);
+        migSleep(s, write_ms);
     }
-    /* Slot by slot, in chunks of about MIG_WRITE_CHUNK bytes (with DEBUG
-     * MIGRATION-DELAY chunk: one slot each; with migration-max-bandwidth,
-     * 10 ms of it, paced by migPace). A slot some command waits to write
-     * to goes next (migNextWantedSlot), in a chunk of such slots only and
-     * with no wait for the limit, else the next in slot order; after each
-     * chunk, the slots it completed take writes again (migDonorRelaxSent),
-     * so a waiting write waits about for its own slot's bytes. */
+    /* Slot by slot, in chunks of about MIG_WRITE_CHUNK bytes (with
+     * migration-max-bandwidth, 10 ms of it, paced by migPace). A slot
+     * some command waits to write to goes next (migNextWantedSlot), in a
+     * chunk of such slots only and with no wait for the limit, else the
+     * next in slot order; after each chunk, the slots it completed take
+     * writes again (migDonorRelaxSent), so a waiting write waits about for
+     * its own slot's bytes. The test point migration-test-delay-chunk
+     * sleeps after a chunk that completed a slot; it never changes how
+     * the chunks are cut. */
     batch = zmalloc(sizeof(*batch) * (nseg ? nseg : 1));
     sent_done = zcalloc(s->nmig ? s->nmig : 1);
     int sent = 0, cur = -1, in_order = 0;
@@ -1330,7 +1336,6 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             sent_done[cur] = 1;
             s->d.sent_order[completed++] = cur;
             cur = -1;
-            if (migDelayChunkMs) break;
         }
         pacer.bytes += (long long)chunk;
         if (migAborting(s)) {
@@ -1342,12 +1347,15 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             goto done;
         }
         s->bytes_sent += chunk;
+        int newly = completed - sent;
         sent = completed;
         __atomic_store_n(&s->d.slots_sent, sent, __ATOMIC_RELEASE);
-        if (migDelayChunkMs > 0) {
-            serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY chunk: "
-                "%d of %d slots sent, waiting %lld ms", sent, s->nmig, migDelayChunkMs);
-            migSleep(s, migDelayChunkMs);
+        long long hold_ms = migTestDelayMs(&server.migration_test_delay_chunk);
+        if (hold_ms > 0 && newly > 0) {
+            serverLog(LL_NOTICE, "Slot migration: migration-test-delay-chunk: "
+                "%d of %d slots sent (%d in this chunk), waiting %lld ms",
+                sent, s->nmig, newly, hold_ms);
+            migSleep(s, hold_ms);
         }
     }
     if (migFinish(conn, err) == -1) {
@@ -1434,12 +1442,12 @@ void *migDonorThread(void *arg) {
 
     /* 3. Prepare. */
     migSetPhase(s, MIG_PHASE_PREPARE);
-    migDelay(s, MIG_PHASE_PREPARE);
+    migTestDelay(s, &server.migration_test_delay_prepare);
     if (migRunOnMain(s, migDonorPrepareSlice) == -1) goto fail;
 
     /* 4. Transfer. */
     migSetPhase(s, MIG_PHASE_TRANSFER);
-    migDelay(s, MIG_PHASE_TRANSFER);
+    migTestDelay(s, &server.migration_test_delay_transfer);
     if (migAborting(s)) { migFailAborted(s); goto fail; }
     if (migDonorTransfer(s, rc, conn) == -1) goto fail;
     migSetFd(s, &s->data_fd, -1);
@@ -1450,7 +1458,7 @@ void *migDonorThread(void *arg) {
 
     /* 5. The recipient adopts everything (deferred reply of RDMADONE). */
     migSetPhase(s, MIG_PHASE_PATCH);
-    migDelay(s, MIG_PHASE_PATCH);
+    migTestDelay(s, &server.migration_test_delay_patch);
     if (migAborting(s)) { migFailAborted(s); goto fail; }
     argc = 0;
     argv = zmalloc(sizeof(sds) * 2);
@@ -1474,7 +1482,7 @@ void *migDonorThread(void *arg) {
     migSetPhase(s, MIG_PHASE_HANDOVER);
     if (migRunOnMain(s, migDonorReplayBeginSlice) == -1) goto fail;
     if (migDonorReplay(s, rc) == -1) goto fail;
-    migDelay(s, MIG_PHASE_HANDOVER);
+    migTestDelay(s, &server.migration_test_delay_handover);
     if (migAborting(s)) { migFailAborted(s); goto fail; }
     int owned = migDonorHandover(s, rc);
     if (owned == 0) goto fail;
@@ -1482,17 +1490,18 @@ void *migDonorThread(void *arg) {
         migFail(s, "%s", err);
         goto fail;
     }
-    if (migDelayHandedMs > 0) {
-        serverLog(LL_NOTICE, "Slot migration: DEBUG MIGRATION-DELAY handed: the "
+    long long handed_ms = migTestDelayMs(&server.migration_test_delay_handed);
+    if (handed_ms > 0) {
+        serverLog(LL_NOTICE, "Slot migration: migration-test-delay-handed: the "
                   "recipient owns the slots; waiting %lld ms before applying it "
-                  "here", migDelayHandedMs);
-        migSleep(s, migDelayHandedMs);
+                  "here", handed_ms);
+        migSleep(s, handed_ms);
     }
     migRunOnMain(s, migDonorHandoverSlice);
 
     /* 7. Delete here. */
     migSetPhase(s, MIG_PHASE_DELETE);
-    migDelay(s, MIG_PHASE_DELETE);
+    migTestDelay(s, &server.migration_test_delay_delete);
     migRunOnMain(s, migDonorDeleteSlice);
     ok = 1;
 

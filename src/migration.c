@@ -479,51 +479,23 @@ sds migrationGenInfo(sds info) {
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
 }
 
-/* DEBUG MIGRATION-CORRUPT HEADER|MANIFEST <nth> | RANDOM <nth> <seed>
- * <count> | RESET */
-static void migrationDebugCorruptCommand(client *c) {
-    const char *what = c->argv[2]->ptr;
-    long long nth = 0, seed = 0, count = 0;
-    int w;
-
-    if (c->argc == 3 && !strcasecmp(what, "reset")) {
-        memset(&migCorrupt, 0, sizeof(migCorrupt));
-        addReply(c, shared.ok);
-        return;
+/* CONFIG SET migration-test-corrupt (config.c): a valid value, and not
+ * while a migration runs (each import takes the value at its start); ""
+ * (off) always. */
+int migrationTestCorruptValid(char *val, const char **err) {
+    struct migCorrupt c;
+    if (migParseTestCorrupt(val, &c, err) == -1) return 0;
+    if (c.what != MIG_CORRUPT_NONE && mig) {
+        *err = "a migration is running: set migration-test-corrupt before it starts";
+        return 0;
     }
-    if (!strcasecmp(what, "header") && c->argc == 4) w = MIG_CORRUPT_HEADER;
-    else if (!strcasecmp(what, "manifest") && c->argc == 4) w = MIG_CORRUPT_MANIFEST;
-    else if (!strcasecmp(what, "random") && c->argc == 6) w = MIG_CORRUPT_RANDOM;
-    else {
-        addReplyError(c, "syntax: DEBUG MIGRATION-CORRUPT HEADER|MANIFEST <nth> | "
-                         "RANDOM <nth> <seed> <count> | RESET");
-        return;
-    }
-    if (getLongLongFromObject(c->argv[3], &nth) != C_OK || nth < 0 || nth >= CLUSTER_SLOTS) {
-        addReplyError(c, "<nth> is a slot's rank in the import, 0 to 16383");
-        return;
-    }
-    if (w == MIG_CORRUPT_RANDOM &&
-        (getLongLongFromObject(c->argv[4], &seed) != C_OK ||
-         getLongLongFromObject(c->argv[5], &count) != C_OK || count < 1 || count > 1000000)) {
-        addReplyError(c, "<seed> is an integer, <count> 1 to 1000000");
-        return;
-    }
-    if (mig) {
-        addReplyError(c, "a migration is running: set MIGRATION-CORRUPT before it starts");
-        return;
-    }
-    migCorrupt.what = w;
-    migCorrupt.nth = nth;
-    migCorrupt.seed = seed;
-    migCorrupt.count = count;
-    addReply(c, shared.ok);
+    return 1;
 }
 
 /* DEBUG MIGRATION-CUT: shut the running migration's TCP data connection
  * down (both directions) on this node, without telling the migration, as a
  * cut network ends it: tests watch both nodes find out and roll back. */
-static void migrationDebugCutCommand(client *c) {
+void migrationDebugCutCommand(client *c) {
     migSession *s = mig;
     int cut = 0;
 
@@ -542,49 +514,4 @@ static void migrationDebugCutCommand(client *c) {
     serverLog(LL_WARNING, "Slot migration: DEBUG MIGRATION-CUT: the data "
               "connection is shut down");
     addReply(c, shared.ok);
-}
-
-/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET, MIGRATION-CORRUPT and
- * MIGRATION-CUT. */
-void migrationDebugCommand(client *c) {
-    long long ms;
-    if (!strcasecmp(c->argv[1]->ptr, "migration-corrupt")) {
-        migrationDebugCorruptCommand(c);
-        return;
-    }
-    if (!strcasecmp(c->argv[1]->ptr, "migration-cut")) {
-        migrationDebugCutCommand(c);
-        return;
-    }
-    if (c->argc == 3 && !strcasecmp(c->argv[2]->ptr, "reset")) {
-        memset(migDelayMs, 0, sizeof(migDelayMs));
-        migDelayWriteMs = migDelayChunkMs = migDelayWatchMs = migDelayHandedMs = 0;
-        addReply(c, shared.ok);
-        return;
-    }
-    if (c->argc != 4) {
-        addReplyError(c, "syntax: DEBUG MIGRATION-DELAY <phase> <ms> | RESET");
-        return;
-    }
-    int write = !strcasecmp(c->argv[2]->ptr, "write");
-    int chunk = !strcasecmp(c->argv[2]->ptr, "chunk");
-    int watch = !strcasecmp(c->argv[2]->ptr, "watch");
-    int handed = !strcasecmp(c->argv[2]->ptr, "handed");
-    for (int p = MIG_PHASE_PREPARE; p <= MIG_PHASE_DELETE; p++) {
-        if (!write && !chunk && !watch && !handed && strcasecmp(c->argv[2]->ptr, migPhaseName[p]))
-            continue;
-        if (getLongLongFromObject(c->argv[3], &ms) != C_OK || ms < 0 || ms > 3600000) {
-            addReplyError(c, "the delay is milliseconds, 0 to 3600000");
-            return;
-        }
-        if (write) migDelayWriteMs = ms;
-        else if (chunk) migDelayChunkMs = ms;
-        else if (watch) migDelayWatchMs = ms;
-        else if (handed) migDelayHandedMs = ms;
-        else migDelayMs[p] = ms;
-        addReply(c, shared.ok);
-        return;
-    }
-    addReplyErrorFormat(c, "unknown phase '%s' (prepare, watch, transfer, write, chunk, patch, handover, handed, delete)",
-                        (char *)c->argv[2]->ptr);
 }

@@ -54,8 +54,12 @@ void migrationSlotWanted(int slot);
 /* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
 sds migrationGenInfo(sds info);
 
-/* DEBUG MIGRATION-DELAY <phase> <ms> | RESET, DEBUG MIGRATION-CORRUPT and
- * DEBUG MIGRATION-CUT (tests). */
-void migrationDebugCommand(struct client *c);
+/* DEBUG MIGRATION-CUT (tests): shut the running migration's TCP data
+ * connection down on this node. */
+void migrationDebugCutCommand(struct client *c);
+
+/* The is_valid_fn of the hidden config migration-test-corrupt (the other
+ * test hooks, migration-test-delay-*, are plain numbers; migsession.h). */
+int migrationTestCorruptValid(char *val, const char **err);
 
 #endif

@@ -42,9 +42,6 @@
 #include <sys/syscall.h>
 #endif
 
-/* DEBUG MIGRATION-CORRUPT (migsession.h): set by migration.c. */
-struct migCorrupt migCorrupt;
-
 /* ============================= The state machine ========================== */
 
 /* The only way a recipient session changes state: the transitions not
@@ -121,13 +118,55 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
     return 0;
 }
 
-/* DEBUG MIGRATION-CORRUPT: damage the received blocks of one slot. */
-static void migDebugCorruptSlot(migSlot *ms) {
+/* migration-test-corrupt (migsession.h): parse "" | "header <nth>" |
+ * "manifest <nth>" | "random <nth> <seed> <count>" (any case). */
+int migParseTestCorrupt(const char *spec, struct migCorrupt *out, const char **err) {
+    struct migCorrupt c = {MIG_CORRUPT_NONE, 0, 0, 0};
+    int argc = 0, ok = 0;
+    sds *argv = sdssplitargs(spec, &argc);
+
+    if (argv == NULL) {
+        *err = "migration-test-corrupt: unbalanced quotes";
+        return -1;
+    }
+    if (argc == 0) {
+        ok = 1;
+    } else if (!strcasecmp(argv[0], "header") && argc == 2) {
+        c.what = MIG_CORRUPT_HEADER;
+    } else if (!strcasecmp(argv[0], "manifest") && argc == 2) {
+        c.what = MIG_CORRUPT_MANIFEST;
+    } else if (!strcasecmp(argv[0], "random") && argc == 4) {
+        c.what = MIG_CORRUPT_RANDOM;
+    } else {
+        *err = "syntax: migration-test-corrupt \"header|manifest <nth>\" | "
+               "\"random <nth> <seed> <count>\" | \"\" (off)";
+        goto done;
+    }
+    if (argc == 0) goto done;
+    if (!string2ll(argv[1], sdslen(argv[1]), &c.nth) || c.nth < 0 || c.nth >= CLUSTER_SLOTS) {
+        *err = "<nth> is a slot's rank in the import, 0 to 16383";
+        goto done;
+    }
+    if (c.what == MIG_CORRUPT_RANDOM &&
+        (!string2ll(argv[2], sdslen(argv[2]), &c.seed) ||
+         !string2ll(argv[3], sdslen(argv[3]), &c.count) || c.count < 1 || c.count > 1000000)) {
+        *err = "<seed> is an integer, <count> 1 to 1000000";
+        goto done;
+    }
+    ok = 1;
+done:
+    sdsfreesplitres(argv, argc);
+    if (ok && out) *out = c;
+    return ok ? 0 : -1;
+}
+
+/* migration-test-corrupt: damage the received blocks of one slot. */
+static void migTestCorruptSlot(const struct migCorrupt *corrupt, migSlot *ms) {
     unsigned char *first = (unsigned char *)ms->blocks[0].local;
 
-    if (migCorrupt.what == MIG_CORRUPT_HEADER) {
+    if (corrupt->what == MIG_CORRUPT_HEADER) {
         memset(first, 0xff, 64);
-    } else if (migCorrupt.what == MIG_CORRUPT_MANIFEST) {
+    } else if (corrupt->what == MIG_CORRUPT_MANIFEST) {
         for (size_t b = 0; b < ms->nblocks; b++) {
             migBlockMap *m = &ms->blocks[b];
             if (ms->manifest_addr >= m->donor && ms->manifest_addr - m->donor < m->size) {
@@ -135,9 +174,9 @@ static void migDebugCorruptSlot(migSlot *ms) {
                 memset((char *)m->local + off, 0xee, m->size - off < 16 ? m->size - off : 16);
             }
         }
-    } else if (migCorrupt.what == MIG_CORRUPT_RANDOM) {
-        uint64_t x = (uint64_t)migCorrupt.seed * 0x9e3779b97f4a7c15ULL + 1;
-        for (long long i = 0; i < migCorrupt.count; i++) {
+    } else if (corrupt->what == MIG_CORRUPT_RANDOM) {
+        uint64_t x = (uint64_t)corrupt->seed * 0x9e3779b97f4a7c15ULL + 1;
+        for (long long i = 0; i < corrupt->count; i++) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             migBlockMap *m = &ms->blocks[x % ms->nblocks];
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -147,10 +186,10 @@ static void migDebugCorruptSlot(migSlot *ms) {
     /* HEADER and MANIFEST play a lying donor, whose checksums match what
      * it sent: the damage is for the structural checks to find. RANDOM
      * plays damage on the way, for the checksums. */
-    if (migCorrupt.what != MIG_CORRUPT_RANDOM)
+    if (corrupt->what != MIG_CORRUPT_RANDOM)
         for (size_t b = 0; b < ms->nblocks; b++)
             migBlockImageSum(ms->blocks[b].local, ms->blocks[b].size, &ms->blocks[b].sum);
-    serverLog(LL_WARNING, "Slot migration: DEBUG MIGRATION-CORRUPT damaged "
+    serverLog(LL_WARNING, "Slot migration: migration-test-corrupt damaged "
               "slot %d's blocks before patching them", ms->slot);
 }
 
@@ -191,8 +230,8 @@ static void *migRecipientPatcher(void *arg) {
         pthread_mutex_unlock(&s->lock);
         if (stop) break;
         if (migAborting(s)) snprintf(err, sizeof(err), "cancelled");
-        if (migCorrupt.what != MIG_CORRUPT_NONE && next - 1 == migCorrupt.nth)
-            migDebugCorruptSlot(&s->slots[i]);
+        if (s->r.corrupt.what != MIG_CORRUPT_NONE && next - 1 == s->r.corrupt.nth)
+            migTestCorruptSlot(&s->r.corrupt, &s->slots[i]);
         if (err[0] || migRecipientPatchSlot(s, &s->slots[i], err) == -1) {
             pthread_mutex_lock(&s->lock);
             s->r.patch_failed = 1;
@@ -732,6 +771,12 @@ void initRdmaServerCommand(client *c) {
     s->nslots = nslots;
     memcpy(s->sid, sid, sizeof(sid));
     s->r.rstate = MIG_R_LISTENING;
+    /* The test hook (refused while a migration runs, so it cannot change
+     * under this import): valid, CONFIG SET checked it. */
+    const char *cerr = NULL;
+    if (migParseTestCorrupt(server.migration_test_corrupt ? server.migration_test_corrupt : "",
+                            &s->r.corrupt, &cerr) == -1)
+        s->r.corrupt.what = MIG_CORRUPT_NONE;
     /* Until the import ends, slot compaction leaves its slots alone: a
      * sparse adopted block drained and released would leave a stale
      * block pointer to the rollback (which frees what lies in adopted

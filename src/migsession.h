@@ -181,6 +181,24 @@ typedef struct migDonorState {
                                      * asking the recipient (STATUS). */
 } migDonorState;
 
+/* migration-test-corrupt "header|manifest <nth>" | "random <nth> <seed>
+ * <count>": the recipient's patcher damages the blocks of the nth slot it
+ * patches before checking them, to test that bad data fails the import,
+ * at whatever point of the transfer it is found, and costs nothing:
+ * HEADER and MANIFEST as a lying donor would (the checksums match the
+ * damage, the structural checks must find it), RANDOM as the way would
+ * (the checksums must). Set between migrations (migrationTestCorruptValid
+ * refuses it during one); each import takes its value at its start
+ * (s->r.corrupt). */
+enum { MIG_CORRUPT_NONE, MIG_CORRUPT_HEADER, MIG_CORRUPT_MANIFEST, MIG_CORRUPT_RANDOM };
+struct migCorrupt {
+    int what;
+    long long nth, seed, count;
+};
+/* Parses a migration-test-corrupt value into *out ("" : MIG_CORRUPT_NONE).
+ * Returns 0, or -1 with *err set (migrecipient.c). */
+int migParseTestCorrupt(const char *spec, struct migCorrupt *out, const char **err);
+
 /* The recipient's part of a session (s->r; zero on a donor). */
 typedef struct migRecipientState {
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
@@ -214,6 +232,7 @@ typedef struct migRecipientState {
     long long rb_dropped;
     redisAtomic long long peers_refused; /* Recipient: strangers its data
                                      * listener dropped (atomic). */
+    struct migCorrupt corrupt;      /* migration-test-corrupt at the start. */
 } migRecipientState;
 
 /* One migration, in either role: what both roles use, then the donor's
@@ -248,8 +267,8 @@ typedef struct migSession {
                                          * the longest wait (slotfreeze.c). */
     long long manifests_rebuilt;    /* Donor: built again, frozen (the slot
                                      * was written after its manifest). */
-    long long manifests_stale;      /* Donor: kept but found stale (DEBUG
-                                     * MIGRATION-DELAY watch; a bug). */
+    long long manifests_stale;      /* Donor: kept but found stale
+                                     * (migration-test-delay-watch; a bug). */
     long long prepare_frozen_ms;    /* Donor: the prepare's frozen part. */
     /* Donor: what the prepare relocated into blocks (slot-affinity no, or
      * keys background compaction had not reached), and the main-thread
@@ -324,40 +343,21 @@ struct migLast {
 };
 extern struct migLast migLast;      /* migsession.c */
 
-/* DEBUG MIGRATION-DELAY: the donor thread sleeps at the start of a phase,
- * or ("write") in the transfer once both ends registered their blocks and
- * before the first WRITE (tests fork a BGSAVE there: fork + live MRs), or
- * ("chunk") after each chunk of the transfer, which then holds one slot
- * (tests watch the slots take writes again one by one); or ("watch") the
- * prepare waits between its manifests built with writes flowing and the
- * freeze, and then checks each manifest it keeps against a fresh one; or
- * ("handed") the recipient has answered RDMAHANDOVER's OK (it owns the
- * slots) and the donor has not applied it yet (tests kill it there).
- * Set by migration.c, read by the donor (defined in migdonor.c). */
-extern long long migDelayMs[MIG_PHASE_COUNT];
-extern long long migDelayWriteMs;
-extern long long migDelayChunkMs;   /* "chunk": after each slot sent. */
-extern long long migDelayWatchMs;   /* "watch": the prepare waits, its
-                                     * manifests built, before it freezes
-                                     * (writes to the slots flow); then
-                                     * checks those it keeps. */
-extern long long migDelayHandedMs;  /* "handed": after the recipient's
-                                     * OK, before the donor's own
-                                     * CLUSTER SETSLOTS NODE. */
-
-/* DEBUG MIGRATION-CORRUPT: the recipient's patcher damages the blocks of
- * the nth slot it patches before checking them, to test that bad data
- * fails the import, at whatever point of the transfer it is found, and
- * costs nothing: HEADER and MANIFEST as a lying donor would (the checksums
- * match the damage, the structural checks must find it), RANDOM as the
- * way would (the checksums must). Set on the main thread between
- * migrations, read by the patcher. */
-enum { MIG_CORRUPT_NONE, MIG_CORRUPT_HEADER, MIG_CORRUPT_MANIFEST, MIG_CORRUPT_RANDOM };
-struct migCorrupt {
-    int what;
-    long long nth, seed, count;
-};
-extern struct migCorrupt migCorrupt; /* migrecipient.c */
+/* The test hooks are hidden configs (config.c, server.h; 0 / "": off),
+ * never a branch of the data path:
+ * - migration-test-delay-<point> <ms>: the donor thread sleeps at the
+ *   start of a phase (prepare, transfer, patch, handover, delete), or
+ *   ("write") in the transfer once both ends registered their blocks and
+ *   before the first WRITE (tests fork a BGSAVE there: fork + live MRs),
+ *   or ("chunk") after each chunk of the transfer that completed at least
+ *   one slot (tests watch the slots take writes again; the chunks are cut
+ *   as without it); or ("watch") the prepare waits between its manifests
+ *   built with writes flowing and the freeze, and then checks each
+ *   manifest it keeps against a fresh one; or ("handed") the recipient
+ *   has answered RDMAHANDOVER's OK (it owns the slots) and the donor has
+ *   not applied it yet (tests kill it there). Read by the donor thread
+ *   (migTestDelayMs, migdonor.c), settable at any time.
+ * - migration-test-corrupt: see struct migCorrupt. */
 
 /* How migDeleteKey() lets go of a key's memory. MIG_DEL_IN_BLOCKS: the
  * key's slot lies wholly in its blocks (migSlot.bulk); nothing is freed

@@ -315,7 +315,7 @@ static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int l
  * every value, DIGEST-VALUE the values it names and QUICKLIST <key> 1 the
  * list it names, decompressing compressed lists in place. They wait while
  * some slot's keys are frozen, as such list reads do. The rest (OBJECT,
- * SLOTFREEZE, MIGRATION-DELAY, SLEEP...) change no key and run. */
+ * SLOTFREEZE, MIGRATION-CUT, SLEEP...) change no key and run. */
 static int slotFreezeDebugWaits(redisDb *db, robj **argv, int argc) {
     static const char *writers[] = {"reload", "loadaof", "populate", "slotcompact",
                                     "slotreplant", NULL};

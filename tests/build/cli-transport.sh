@@ -15,7 +15,7 @@
 #     per donor (a "[OK] N slots from A to B: ... over tcp" summary each,
 #     no MIGRATE), under a light write load on keys of the migrating slots
 #     (background redis-cli -c SET/INCR loops; the donors hold the freeze a
-#     little longer with DEBUG MIGRATION-DELAY so that writes do wait in
+#     little longer with migration-test-delay-transfer so that writes wait in
 #     it): no acknowledged write is lost, none is refused; then a reshard;
 #   - legacy: upstream's MIGRATE path, no RDMAMIGRATESLOTS (the servers'
 #     migration counters do not move);
@@ -174,8 +174,8 @@ fi
 # keys), each a loop of redis-cli -c INCR <k>:c / SET <k>:s <i> on 8 keys
 # in the first 1000 slots of one of the 3 masters (upstream's rebalance
 # takes a donor's first slots), logging every reply and its latency. The
-# donors sleep 300 ms at the start of the transfer phase (DEBUG
-# MIGRATION-DELAY), inside the write freeze: writes to those slots wait.
+# donors sleep 300 ms at the start of the transfer phase
+# (migration-test-delay-transfer), inside the write freeze: writes to those slots wait.
 mapfile -t wkeys < <(python3 tests/helpers/cli-transport-keys.py --in-first-slots 24 1000 ${ports[0]})
 writer() { # log keys...
     local log=$1 i=0 k r t0 t1
@@ -194,7 +194,7 @@ writer() { # log keys...
         done
     done
 }
-for p in "${ports[@]:0:3}"; do $cli -p "$p" debug migration-delay transfer 300 > /dev/null; done
+for p in "${ports[@]:0:3}"; do $cli -p "$p" config set migration-test-delay-transfer 300 > /dev/null; done
 used_memory() { $cli -p "$1" info memory | tr -d '\r' | sed -n 's/^used_memory://p'; }
 empty_used=$(used_memory "$p3")
 before=$(mig_count)
@@ -212,7 +212,7 @@ sleep 1
 touch "$dir/stop"
 for w in "${wpids[@]}"; do wait "$w"; done
 cp "$out" "$dir/rebalance-tcp.out"
-for p in "${ports[@]:0:3}"; do $cli -p "$p" debug migration-delay reset > /dev/null; done
+for p in "${ports[@]:0:3}"; do $cli -p "$p" config set migration-test-delay-transfer 0 > /dev/null; done
 n3=$(slots_of "$p3")
 nsum=$(grep -Ec "$summary_re" "$out")
 if [ $rc = 0 ] && [ "$nsum" = 3 ] &&

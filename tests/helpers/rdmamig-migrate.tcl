@@ -312,13 +312,36 @@ proc mg_migrate_deferred {from to ranges args} {
     return $rd
 }
 
+# --- the test hooks (hidden configs; src/migsession.h) ---------------------
+
+# The points where a donor's thread can be held (migration-test-delay-*).
+set ::mg_delay_points {prepare watch transfer write chunk patch handover handed delete}
+
+# Node n's donor thread sleeps ms at point (0: not).
+proc mg_delay {n point ms} {
+    R $n config set migration-test-delay-$point $ms
+}
+
+# Every migration-test-delay-* of node n back to 0.
+proc mg_delay_reset {n} {
+    set args {}
+    foreach p $::mg_delay_points { lappend args migration-test-delay-$p 0 }
+    R $n config set {*}$args
+}
+
+# Node n, as a recipient, damages what it receives (migration-test-corrupt:
+# "header <nth>", "manifest <nth>", "random <nth> <seed> <count>"; "": off).
+proc mg_corrupt {n spec} {
+    R $n config set migration-test-corrupt $spec
+}
+
 # The reply of a migration started with mg_migrate_deferred from node n,
-# once it ended: the client closed, n's DEBUG MIGRATION-DELAY reset; an
-# error fails the test.
+# once it ended: the client closed, n's test delays reset; an error fails
+# the test.
 proc mg_deferred_reply {rd n} {
     set failed [catch {$rd read} reply]
     $rd close
-    R $n debug migration-delay reset
+    mg_delay_reset $n
     if {$failed} { fail "the migration failed: $reply" }
     return $reply
 }
@@ -354,12 +377,12 @@ proc mg_appendonly {n yesno} {
     }
 }
 
-# Starts a migration of ranges 0 -> 1 held by DEBUG MIGRATION-DELAY
-# <phase> <ms>, waits until the donor is in that phase; returns the
+# Starts a migration of ranges 0 -> 1 held by migration-test-delay-<phase>
+# <ms>, waits until the donor is in that phase; returns the
 # deferring client that sent it.
 proc mg_start_held {ranges phase ms args} {
-    R 0 debug migration-delay reset
-    R 0 debug migration-delay $phase $ms
+    mg_delay_reset 0
+    mg_delay 0 $phase $ms
     set rd [mg_migrate_deferred 0 1 $ranges {*}$args]
     mg_wait_phase 0 $phase
     return $rd
@@ -369,7 +392,7 @@ proc mg_start_held {ranges phase ms args} {
 proc mg_held_error {rd re} {
     if {![catch {$rd read} err]} { fail "the migration succeeded: $err" }
     $rd close
-    R 0 debug migration-delay reset
+    mg_delay_reset 0
     if {![regexp -nocase -- $re $err]} { fail "migration error '$err' does not match /$re/" }
     puts "migration error: $err"
 }

@@ -17,15 +17,15 @@
 #   back       B -> A TRANSPORT auto at migration-max-bandwidth 1mb: auto
 #              picks rdma, the transfer takes the time the limit gives it,
 #              data identical again, both nodes' blocks checked again
-#   kill       DEBUG MIGRATION-DELAY patch 2000 on A, B SIGKILLed during the
+#   kill       migration-test-delay-patch 2000 on A, B SIGKILLed during the
 #              delay: the migration fails, A keeps every key unchanged, no
 #              frozen slot; B is restarted and has no open slot
-#   cancel     DEBUG MIGRATION-DELAY transfer 2000, CANCEL: the error says
+#   cancel     migration-test-delay-transfer 2000, CANCEL: the error says
 #              cancel, C holds none of the keys and imports nothing
-#   bad data   A -> C with DEBUG MIGRATION-CORRUPT manifest 1 on C: the
+#   bad data   A -> C with migration-test-corrupt "manifest 1" on C: the
 #              error gives C's reason (bad manifest), C holds nothing, A
 #              keeps every key and the slots, no node crashed
-#   bgsave     A -> B with DEBUG MIGRATION-DELAY write: A and B BGSAVE
+#   bgsave     A -> B with migration-test-delay-write: A and B BGSAVE
 #              after both registered their blocks, before the first WRITE
 #              (fork with live MRs), and both children still run when the
 #              migration is over: migration and both BGSAVEs succeed, data
@@ -177,11 +177,15 @@ wait_phase() {
     done
     return 0
 }
+# delays_off ip port: every migration-test-delay-* of that node back to 0.
+delays_off() {
+    cli "$1" "$2" config set migration-test-delay-prepare 0 migration-test-delay-watch 0 migration-test-delay-transfer 0 migration-test-delay-write 0 migration-test-delay-chunk 0 migration-test-delay-patch 0 migration-test-delay-handover 0 migration-test-delay-handed 0 migration-test-delay-delete 0 >/dev/null
+}
 # delayed_migration phase to_ip to_port out: A migrates $RANGES to the
-# given node with DEBUG MIGRATION-DELAY <phase> 2000, in the background
+# given node with migration-test-delay-<phase> 2000, in the background
 # ($bg: its pid, reply in out); $ph is 0 once A's STATUS shows the phase.
 delayed_migration() {
-    cli "$IPA" "$PA" debug migration-delay "$1" 2000 >/dev/null
+    cli "$IPA" "$PA" config set "migration-test-delay-$1" 2000 >/dev/null
     cli "$IPA" "$PA" rdmamigrateslots "$2" "$3" $RANGES transport "$T" timeout 60000 > "$4" 2>&1 &
     bg=$!
     wait_phase "$IPA" "$PA" "$1"
@@ -428,7 +432,7 @@ check "A still owns the slots, nothing MIGRATING" $?
 cli "$IPA" "$PA" set "{$tag1}after-kill" 1 | grep -qx OK
 check "A accepts writes to the slots again" $?
 cli "$IPA" "$PA" del "{$tag1}after-kill" >/dev/null
-cli "$IPA" "$PA" debug migration-delay reset >/dev/null
+delays_off "$IPA" "$PA"
 start_node B "$IPB" "$PB"
 stamp "B restarted"
 check "B restarts (same nodes.conf)" $?
@@ -454,16 +458,16 @@ check "C holds none of the keys, no IMPORTING, its import ended ($(info_field "$
 same_as_orig "$IPA" "$PA" && [ "$(info_field "$IPA" "$PA" migration migration_frozen_slots)" = 0 ] &&
     [ "$(info_field "$IPA" "$PA" migration migration_last_status)" = cancelled ]
 check "A keeps every key unchanged, no frozen slot, last_status cancelled" $?
-cli "$IPA" "$PA" debug migration-delay reset >/dev/null
+delays_off "$IPA" "$PA"
 
 # ------------------------------------------ 4c. bad data found by the recipient
-# DEBUG MIGRATION-CORRUPT on C damages the manifest of the second slot it
+# migration-test-corrupt on C damages the manifest of the second slot it
 # patches (over RDMA, once every byte is in): the import fails, the donor's
 # error carries C's reason, both roll back.
 section "4c. a damaged manifest found by the recipient"
-cli "$IPC" "$PC" debug migration-corrupt manifest 1 >/dev/null
+cli "$IPC" "$PC" config set migration-test-corrupt "manifest 1" >/dev/null
 cli "$IPA" "$PA" rdmamigrateslots "$IPC" "$PC" $RANGES transport "$T" timeout 60000 > "$base/r4c" 2>&1
-cli "$IPC" "$PC" debug migration-corrupt reset >/dev/null
+cli "$IPC" "$PC" config set migration-test-corrupt "" >/dev/null
 show_reply "$base/r4c"
 grep -q '^ERR migration failed.*slot [0-9]*: bad manifest' "$base/r4c"
 check "the migration fails with the recipient's reason (bad manifest)" $?
@@ -478,7 +482,7 @@ check "no crash on A or C" $?
 
 # ------------------------------------------- 5. BGSAVE in the middle (fork + MRs)
 section "5. BGSAVE in the middle of a migration"
-# DEBUG MIGRATION-DELAY write holds the donor after both ends registered
+# migration-test-delay-write holds the donor after both ends registered
 # their blocks and before the first WRITE: A and B fork there, with live
 # MRs (B's allow remote writes). rdb-key-save-delay keeps both children
 # saving (A ~2500 keys x 2 ms, B 300 keys of its own x 20 ms) until after
@@ -488,11 +492,11 @@ while [ $i -lt 300 ]; do echo "set {$btag}own:$i v$i"; i=$((i + 1)); done |
     "$CLI" -h "$IPB" -p "$PB" | grep -c OK > "$base/own"
 cli "$IPA" "$PA" config set rdb-key-save-delay 2000 >/dev/null
 cli "$IPB" "$PB" config set rdb-key-save-delay 20000 >/dev/null
-cli "$IPA" "$PA" debug migration-delay write 2500 >/dev/null
+cli "$IPA" "$PA" config set migration-test-delay-write 2500 >/dev/null
 cli "$IPA" "$PA" rdmamigrateslots "$IPB" "$PB" $RANGES transport "$T" timeout 120000 > "$base/r5" 2>&1 &
 bg=$!
 n=0
-until grep -q 'DEBUG MIGRATION-DELAY write' "$base/A/log"; do
+until grep -q 'migration-test-delay-write:' "$base/A/log"; do
     n=$((n + 1)); [ $n -gt 300 ] && break; sleep 0.1
 done
 cli "$IPA" "$PA" bgsave > "$base/b5a"
@@ -503,7 +507,7 @@ wait $bg
 stamp "migration returned"
 alive=$(info_field "$IPA" "$PA" persistence rdb_bgsave_in_progress)$(info_field "$IPB" "$PB" persistence rdb_bgsave_in_progress)
 show_reply "$base/r5"
-say "$(grep 'DEBUG MIGRATION-DELAY write' "$base/A/log" | cut -d' ' -f5- | tail -1)"
+say "$(grep 'migration-test-delay-write:' "$base/A/log" | cut -d' ' -f5- | tail -1)"
 say "BGSAVE A: $(cat "$base/b5a"); BGSAVE B: $(cat "$base/b5b"); bytes sent when they forked: $r5a; children still saving after the migration (A B): $alive"
 [ "$(cat "$base/own")" = 300 ] && grep -q 'started' "$base/b5a" && grep -q 'started' "$base/b5b" && [ "$r5a" = 0 ]
 check "BGSAVE on A and on B started after both registered their blocks, before any WRITE" $?
@@ -524,7 +528,7 @@ done
 [ "$(info_field "$IPA" "$PA" persistence rdb_last_bgsave_status)" = ok ] &&
     [ "$(info_field "$IPB" "$PB" persistence rdb_last_bgsave_status)" = ok ]
 check "rdb_last_bgsave_status:ok on A and B" $?
-cli "$IPA" "$PA" debug migration-delay reset >/dev/null
+delays_off "$IPA" "$PA"
 # The dump B saved during the patch delay must load (no adopted keys yet).
 for n in A B C; do
     grep -E 'WARNING|panic|ASSERT|Guru' "$base/$n/log" | grep -v 'overcommit\|THP\|Slot migration (' | sed "s/^/    $n log: /" | head -5

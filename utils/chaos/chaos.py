@@ -887,7 +887,8 @@ class Chaos:
         desc = "%s@%s" % (kind, phase) if kind != "none" else "none"
         delay_txt = ""
         if p["delay"]:
-            r = try_call(donor.port, "DEBUG", "MIGRATION-DELAY", p["delay_phase"], p["delay_ms"])
+            r = try_call(donor.port, "CONFIG", "SET", "migration-test-delay-" + p["delay_phase"],
+                         p["delay_ms"])
             delay_txt = " delay %s %dms" % (p["delay_phase"], p["delay_ms"])
             if isinstance(r, Exception):
                 delay_txt += " (refused: %s)" % r
@@ -1015,7 +1016,8 @@ class Chaos:
                                                                "resolving", "last_error")})
                                  for n, st in busy)))
         for n in RUN.nodes:
-            try_call(n.port, "DEBUG", "MIGRATION-DELAY", "RESET")
+            try_call(n.port, "CONFIG", "SET", *[a for ph in DELAYABLE
+                                                 for a in ("migration-test-delay-" + ph, 0)])
         ok, why = wait_converged(90)
         if not ok:
             self.st.not_converged += 1

@@ -10,8 +10,9 @@
 # handover phases (the recipient rolls back by itself), the data
 # connection cut on either node (DEBUG MIGRATION-CUT) and the donor's
 # connection to the recipient killed, and bad data found by the recipient
-# (DEBUG MIGRATION-CORRUPT: a damaged block header or manifest fails the
-# import; random damage never crashes a node). The recipient drains no
+# (migration-test-corrupt: a damaged block header or manifest fails the
+# import; random damage never crashes a node). The test hooks are hidden
+# configs: bad values are refused and change nothing. The recipient drains no
 # block of an import (a sparse block of the donor's), and its rollback
 # frees no other slot's key; after each rollback DEBUG SLOTCOMPACT CHECK
 # finds both nodes' blocks sound. A CANCEL after the handover
@@ -224,7 +225,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {handover|too late|cannot|can't|not possible} {R 0 rdmamigrateslots cancel}
         set reply [$rd read]
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
         mg_assert_keys 1 $snap
         mg_assert_absent 0 $fkeys
@@ -316,7 +317,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_err {phase delete.*no TCP data connection} {R 0 debug migration-cut}
         set reply [$rd read]
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
         mg_assert_reply [mg_migrate 1 0 $F] [llength [mg_expand $F]] [llength $fkeys]
         mg_wait_converged
@@ -414,8 +415,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set snap [mg_snapshot 0 $fkeys]
         set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
         mg_appendonly 0 yes
-        R 0 debug migration-delay reset
-        R 0 debug migration-delay handed 5000
+        mg_delay_reset 0
+        mg_delay 0 handed 5000
         set rd [mg_migrate_deferred 0 1 $F]
         set first [mg_keyslot [lindex $fkeys 0]]
         wait_for_condition 500 10 {
@@ -460,7 +461,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         exec kill -9 [srv -1 pid]
         set reply [$rd read]
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
         mg_assert_absent 0 $fkeys
         restart_server -1 true false
@@ -496,7 +497,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         if {$failed} { error $err }
     }
 
-    # Bad data found by the recipient's patcher (DEBUG MIGRATION-CORRUPT
+    # Bad data found by the recipient's patcher (migration-test-corrupt
     # damages what arrived for the nth slot it patches): over TCP the
     # patch runs while later slots are still arriving, so the import fails
     # in the middle of the transfer; over RDMA (tests/rdma) after it.
@@ -508,9 +509,9 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         test "RDMAMIGRATESLOTS: a damaged $what in the $rank slot patched fails the import, both roll back" {
             set before [mg_fault_before $F $fkeys]
             set crashes [count_log_message -1 "crashed by signal"]
-            R 1 debug migration-corrupt $what $nth
+            mg_corrupt 1 "$what $nth"
             set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$F transport tcp} err]
-            R 1 debug migration-corrupt reset
+            mg_corrupt 1 ""
             assert_equal 1 $failed
             puts "migration error: $err"
             # The donor's error carries the recipient's reason.
@@ -522,7 +523,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 fail "recipient's last error '[mg_info 1 migration_last_error]' does not match /$re/"
             }
             assert_equal failed [mg_info 1 migration_last_status]
-            verify_log_message -1 "*DEBUG MIGRATION-CORRUPT damaged slot*" 0
+            verify_log_message -1 "*migration-test-corrupt damaged slot*" 0
             assert_equal $crashes [count_log_message -1 "crashed by signal"]
         }
     }
@@ -532,11 +533,11 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     test {RDMAMIGRATESLOTS: a damaged manifest in the last slot patched fails the import at RDMADONE, both roll back} {
         set before [mg_fault_before $F $fkeys]
         set last [expr {[llength [lsort -unique [lmap k $fkeys {mg_keyslot $k}]]] - 1}]
-        R 1 debug migration-corrupt manifest $last
-        R 0 debug migration-delay patch 500
+        mg_corrupt 1 "manifest $last"
+        mg_delay 0 patch 500
         set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$F transport tcp} err]
-        R 0 debug migration-delay reset
-        R 1 debug migration-corrupt reset
+        mg_delay_reset 0
+        mg_corrupt 1 ""
         assert_equal 1 $failed
         puts "migration error: $err"
         if {![regexp -- {migration failed in patch: .*slot [0-9]+: bad manifest} $err]} {
@@ -546,12 +547,71 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_match {*bad manifest*} [mg_info 1 migration_last_error]
     }
 
-    test {DEBUG MIGRATION-CORRUPT: bad arguments are refused} {
-        mg_assert_err {syntax} {R 1 debug migration-corrupt nonsense 1}
-        mg_assert_err {syntax} {R 1 debug migration-corrupt random 1 2}
-        mg_assert_err {rank} {R 1 debug migration-corrupt header -1}
-        mg_assert_err {count} {R 1 debug migration-corrupt random 0 7 0}
-        assert_equal OK [R 1 debug migration-corrupt reset]
+    # The test hooks are hidden configs (src/migsession.h): like upstream's
+    # key-load-delay, CONFIG GET answers their exact name only (a pattern,
+    # even *, leaves them out); a bad value is refused with the reason and
+    # changes nothing; the old DEBUG forms are gone.
+    test {Test hooks: hidden configs, bad values refused with a clear error, nothing changed} {
+        foreach p $::mg_delay_points {
+            set name migration-test-delay-$p
+            assert_equal [list $name 0] [R 0 config get $name]
+            foreach {bad re} {-1 {between 0 and 3600000} 3600001 {between 0 and 3600000}
+                              abc {parsed into an integer} 1.5 {parsed into an integer}} {
+                mg_assert_err "$name.*$re" {R 0 config set $name $bad}
+                assert_equal [list $name 0] [R 0 config get $name]
+            }
+            assert_equal OK [R 0 config set $name 250]
+            assert_equal [list $name 250] [R 0 config get $name]
+            assert_equal OK [R 0 config set $name 0]
+        }
+        assert_equal {migration-test-corrupt {}} [R 1 config get migration-test-corrupt]
+        foreach {bad re} {
+            nonsense {syntax: migration-test-corrupt}
+            {nonsense 1} {syntax: migration-test-corrupt}
+            {header} {syntax: migration-test-corrupt}
+            {random 1 2} {syntax: migration-test-corrupt}
+            {header 1 2} {syntax: migration-test-corrupt}
+            {header -1} {<nth> is a slot's rank in the import, 0 to 16383}
+            {manifest 16384} {<nth> is a slot's rank}
+            {header x} {<nth> is a slot's rank}
+            {random 0 7 0} {<count> 1 to 1000000}
+            {random 0 7 1000001} {<count> 1 to 1000000}
+            {random 0 seed 5} {<seed> is an integer}
+            {header "1} {unbalanced quotes}
+        } {
+            mg_assert_err "migration-test-corrupt.*$re" {mg_corrupt 1 $bad}
+            assert_equal {migration-test-corrupt {}} [R 1 config get migration-test-corrupt]
+        }
+        foreach good {{header 3} {MANIFEST 0} {random 2 -9 40}} {
+            assert_equal OK [mg_corrupt 1 $good]
+            assert_equal [list migration-test-corrupt $good] [R 1 config get migration-test-corrupt]
+        }
+        # Hidden: no pattern lists them.
+        assert_equal {} [R 1 config get migration-test-*]
+        foreach {name _} [R 1 config get *] {
+            if {[string match migration-test-* $name]} { fail "CONFIG GET * lists $name" }
+        }
+        # While a migration runs (here or there), the damage is refused on
+        # both nodes (each import takes it at its start); "" is always
+        # accepted. The delays may change at any time.
+        assert_equal OK [mg_corrupt 1 ""]
+        set rd [mg_start_held $F transfer 2000]
+        foreach n {0 1} {
+            mg_assert_err {a migration is running: set migration-test-corrupt before it starts} \
+                {mg_corrupt $n {header 0}}
+            assert_equal {migration-test-corrupt {}} [R $n config get migration-test-corrupt]
+            assert_equal OK [mg_corrupt $n ""]
+        }
+        assert_equal OK [mg_delay 0 patch 10]
+        assert_equal OK [R 0 rdmamigrateslots cancel]
+        mg_held_error $rd {migration failed in transfer.*cancel}
+        mg_wait_idle 0
+        mg_wait_idle 1
+        mg_assert_owner 0 $F
+        # The DEBUG forms are gone (MIGRATION-CUT, an action, stays).
+        mg_assert_err {unknown subcommand} {R 0 debug migration-delay transfer 10}
+        mg_assert_err {unknown subcommand} {R 0 debug migration-delay reset}
+        mg_assert_err {unknown subcommand} {R 1 debug migration-corrupt header 1}
     }
 
     # Random bytes: the import fails and rolls back, or (the bytes fell in
@@ -567,9 +627,9 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         for {set seed 1} {$seed <= 6} {incr seed} {
             set gkeys [mg_fill 0 g$seed 80 $Gset]
             set before [mg_fault_before $G $gkeys]
-            R 1 debug migration-corrupt random [expr {$seed % 3}] $seed 40
+            mg_corrupt 1 "random [expr {$seed % 3}] $seed 40"
             set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$G transport tcp} err]
-            R 1 debug migration-corrupt reset
+            mg_corrupt 1 ""
             assert_equal PONG [R 0 ping]
             assert_equal PONG [R 1 ping]
             if {$failed} {
@@ -677,7 +737,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set snap [mg_snapshot 3 $fkeys]
         set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
         wait_for_ofs_sync [Rn 3] [Rn 1]
-        R 3 debug migration-delay delete 3000
+        mg_delay 3 delete 3000
         set rd [mg_migrate_deferred 3 0 $F]
         mg_wait_phase 3 delete
         # The replica saw node 0 claim the slots.

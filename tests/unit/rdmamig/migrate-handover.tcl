@@ -46,7 +46,7 @@ start_cluster 3 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     proc mg_handover_outcome {rd snap keys ranges} {
         set failed [catch {$rd read} reply]
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         mg_wait_idle 0
         mg_wait_import_over
         mg_wait_converged
@@ -180,9 +180,9 @@ start_cluster 3 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set digest [R 0 debug digest-value $big]
         # Seed 5 damages two bytes of the value itself (on 68b7647 the
         # migration succeeded and the value's digest changed).
-        R 1 debug migration-corrupt random 0 5 2
+        mg_corrupt 1 "random 0 5 2"
         catch {mg_migrate 0 1 $S} err
-        R 1 debug migration-corrupt reset
+        mg_corrupt 1 ""
         assert_match {*checksum*} $err
         mg_wait_idle 0
         mg_wait_import_over
@@ -201,7 +201,7 @@ start_cluster 3 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         exec kill -9 [srv -1 pid]
         set failed [catch {$rd read} reply]
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         assert_equal 1 $failed "the migration succeeded without its recipient: $reply"
         mg_wait_idle 0
         restart_server -1 true false

@@ -1,10 +1,11 @@
 # RDMAMIGRATESLOTS (src/migration.c): the fault matrix (issue 34).
 #
-# Every phase a donor goes through, held by DEBUG MIGRATION-DELAY at its
+# Every phase a donor goes through, held by migration-test-delay-* at its
 # start: prepare (the recipient's session open), transfer (the slots
 # frozen, nothing registered), inside the transfer at `write` (the blocks
-# registered on both ends, nothing sent) and at `chunk` (the first slot
-# sent, its writes flowing again and recorded for the replay), patch
+# registered on both ends, nothing sent) and at `chunk` (the first chunk
+# that completed a slot sent, as production cuts it: the slots it
+# completed take writes again, recorded for the replay), patch
 # (everything sent, RDMADONE not yet: the recipient patches and links
 # after it), handover (after the replay, the slots frozen again, before
 # RDMAHANDOVER) and delete (the recipient owns the slots) -- crossed with
@@ -139,16 +140,17 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
     # mg_start_held, and for the holds inside the transfer (write: the
     # blocks registered on the recipient, nothing sent; chunk: the first
-    # slot sent, its freeze relaxed, its writes recorded for the replay),
+    # chunk that completed a slot sent, the freeze of the slots it
+    # completed relaxed, their writes recorded for the replay),
     # which STATUS shows as the transfer phase, until the donor logs it.
     proc mx_start_held {ranges phase ms args} {
         if {$phase ni {write chunk}} { return [mg_start_held $ranges $phase $ms {*}$args] }
-        set seen [count_log_message 0 "DEBUG MIGRATION-DELAY $phase:"]
-        R 0 debug migration-delay reset
-        R 0 debug migration-delay $phase $ms
+        set seen [count_log_message 0 "migration-test-delay-$phase:"]
+        mg_delay_reset 0
+        mg_delay 0 $phase $ms
         set rd [mg_migrate_deferred 0 1 $ranges {*}$args]
         wait_for_condition 1000 10 {
-            [count_log_message 0 "DEBUG MIGRATION-DELAY $phase:"] > $seen
+            [count_log_message 0 "migration-test-delay-$phase:"] > $seen
         } else {
             fail "node 0 never held at $phase: [mg_status 0]"
         }
@@ -196,7 +198,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 } else {
                     set failed [catch {$rd read} reply]
                     $rd close
-                    R 0 debug migration-delay reset
+                    mg_delay_reset 0
                     mg_wait_idle 0
                     mx_restart 1
                 }
@@ -223,7 +225,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         if {$fault ne {kill}} {
             set failed [catch {$rd read} reply]
             $rd close
-            R 0 debug migration-delay reset
+            mg_delay_reset 0
         }
         mg_wait_idle 0
         mg_wait_idle 1

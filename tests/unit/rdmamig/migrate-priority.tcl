@@ -10,7 +10,7 @@
 #    back (root here) and like the main thread otherwise: the donor's
 #    one thread, and both of the recipient's (the receiving thread and
 #    the patcher it starts). Read from /proc while a migration is held in
-#    its transfer phase (DEBUG MIGRATION-DELAY), so the threads exist.
+#    its transfer phase (migration-test-delay-transfer), so the threads exist.
 # 3. Whatever the priority, the migration moves every key intact.
 # 4. auto does not starve: with both servers on one CPU that a busy
 #    process keeps full, the idle-class threads would get about 0.3% of
@@ -68,15 +68,15 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 set slotset [mg_slotset $ranges]
                 set keys [mg_fill 0 p$round 200 $slotset]
                 set snap [mg_snapshot 0 $keys]
-                R 0 debug migration-delay reset
-                R 0 debug migration-delay transfer 1500
+                mg_delay_reset 0
+                mg_delay 0 transfer 1500
                 set rd [mg_migrate_deferred 0 1 $ranges]
                 mg_wait_phase 0 transfer
                 set donor [mp_threads 0]
                 set recipient [mp_threads 1]
                 set reply [$rd read]
                 $rd close
-                R 0 debug migration-delay reset
+                mg_delay_reset 0
                 assert_equal [list $want] $donor
                 # The recipient has two: the receiving thread and its patcher.
                 assert_equal [list $want $want] $recipient

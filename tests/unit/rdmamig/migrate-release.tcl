@@ -12,7 +12,7 @@
 #    is on the recipient, identical.
 # 2. The same while keys of the moved slots expire on the donor, freed by
 #    the lazyfree thread (lazyfree-lazy-expire yes, big hashes), between the
-#    handover and the delete (DEBUG MIGRATION-DELAY delete): no crash, no
+#    handover and the delete (migration-test-delay-delete): no crash, no
 #    leak, and the slots that hold a key travelling as DUMP (a skiplist) are
 #    deleted key by key alongside.
 
@@ -112,10 +112,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         R 0 debug slotcompact all
         set snap [mg_snapshot 0 [concat $keys $zkey]]
         foreach k $big { R 0 pexpire $k 1500 }
-        R 0 debug migration-delay delete 3000
+        mg_delay 0 delete 3000
         set t0 [clock milliseconds]
         set reply [mg_migrate 0 1 $M]
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         assert {[clock milliseconds] - $t0 >= 3000}
         assert {[dict get $reply keys_serialized] >= 1}
         mg_assert_keys 1 $snap

@@ -5,7 +5,7 @@
 # user relies on:
 #
 # 1. On by default. While the recipient checks and links (the donor is held
-#    there with DEBUG MIGRATION-DELAY patch), writes of every type, new
+#    there with migration-test-delay-patch), writes of every type, new
 #    keys, deletes, TTL changes, expiries, a script, a transaction and a big
 #    value are answered at once, none is postponed; afterwards the recipient
 #    holds exactly what the donor held (per-key DEBUG DIGEST-VALUE, DUMP,
@@ -58,7 +58,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
         # 4 s: room for the writes below on a loaded machine (a write still
         # running when the slots freeze again would be MOVED, not lost).
-        R 0 debug migration-delay patch 4000
+        mg_delay 0 patch 4000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
         set t0 [clock milliseconds]
@@ -110,7 +110,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set keys [mg_fill 0 c 200 $Wset]
         set newkeys [mg_names c:new 20 $Wset]
         # CANCEL ends the delay: a long one costs nothing.
-        R 0 debug migration-delay patch 8000
+        mg_delay 0 patch 8000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
         mg_write_all 0 [lrange $keys 0 99] $newkeys
@@ -119,7 +119,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal OK [R 0 rdmamigrateslots cancel]
         catch {$rd read} err
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         assert_match {*cancel*} $err
         mg_wait_idle 0
         mg_wait_idle 1
@@ -142,6 +142,19 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set W {3000-3004}
         set Wset [mg_slotset $W]
         set keys [mg_fill 0 sl 150 $Wset]
+        # Each slot holds more than a chunk of the transfer: two strings of
+        # 100 KB, and the chunks are 64 KB (migration-max-bandwidth 6mb
+        # gives 10 ms of it, at least 64 KB; src/migdonor.c,
+        # migChunkBytes). A chunk then completes at most one slot, and the
+        # slots take writes again one by one.
+        set big {}
+        foreach slot [mg_expand $W] {
+            foreach k [mg_names sl:big$slot 2 [mg_slotset $slot]] {
+                R 0 set $k [string repeat [randstring 100 100 alpha] 1000]
+                lappend big $k
+            }
+        }
+        lappend keys {*}$big
         # The first and the last slot sent (slots go in ascending order).
         set bykey {}
         foreach k $keys { dict set bykey $k [mg_keyslot $k] }
@@ -156,8 +169,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_match {*ql_compressed:1*} [R 0 debug object $zl]
         set zlrange [R 0 lrange $zl 0 -1]
         set postponed [mg_info 0 migration_postponed_commands]
-        # One slot per chunk, 800 ms after each.
-        R 0 debug migration-delay chunk 800
+        # 800 ms after each chunk that completed a slot (the chunks are
+        # cut as without it).
+        R 0 config set migration-max-bandwidth 6mb
+        mg_delay 0 chunk 800
         set rd [mg_migrate_deferred 0 1 $W]
         wait_for_condition 400 10 {
             [mg_info 0 migration_frozen_slots] > 0 && [mg_info 0 migration_frozen_slots] < 5
@@ -186,8 +201,11 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         assert_equal OK [$wr read]
         $wr close
-        # About one chunk (800 ms), not the three still to go.
-        assert {[clock milliseconds] - $t1 < 1600}
+        # At most two holds (the slot in progress, its chunk completed,
+        # then this one), not the three slots still to go first: 2.4 s.
+        set waited [expr {[clock milliseconds] - $t1}]
+        puts "    the write to the last slot waited $waited ms"
+        assert {$waited < 2400}
         assert_equal $zlrange [$zr read]
         $zr close
         assert {[mg_info 0 migration_frozen_slots] >= 2}
@@ -196,9 +214,13 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # wait for their slot too.)
         set snap [mg_snapshot 0 [concat [lsearch -all -inline -not -exact [lsearch -all -inline -not -exact $keys $first] $last] [list $zl]]]
         set reply [mg_deferred_reply $rd 0]
+        R 0 config set migration-max-bandwidth 0
         mg_assert_reply $reply 5 [expr {[llength $keys] + 1}]
+        # More than a chunk per slot, each sent whole, in order but the last.
+        assert {[dict get $reply bytes] > 5 * 65536}
         assert {[dict get $reply writes_replayed] >= 3}
-        # The first slot was held about one chunk, the last one sent five.
+        # The first slot was frozen for no hold, the last one sent for
+        # four (after the first, the second, the wanted and the third).
         assert {[dict get $reply write_pause_ms] >= 3000}
         assert {[dict get $reply write_pause_mean_ms] < [dict get $reply write_pause_ms] - 1000}
         assert_equal [dict get $reply write_pause_mean_ms] [mg_info 0 migration_last_write_pause_mean_ms]
@@ -218,6 +240,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_replicas_equal
         mg_migrate 1 0 $W
         mg_wait_converged
+        foreach k $big { R 0 del $k }
     }
 
     test {DEBUG DIGEST during a transfer waits for the slots' bytes to leave (it would decompress lists in place); the migration succeeds} {
@@ -231,7 +254,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set postponed [mg_info 0 migration_postponed_commands]
         # The donor sleeps once both ends registered the blocks, before the
         # first byte is written: every slot is still frozen.
-        R 0 debug migration-delay write 1500
+        mg_delay 0 write 1500
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 transfer
         set dg [redis_deferring_client -0]
@@ -262,7 +285,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set k [lindex [mg_names hc:str 1 [mg_slotset $W]] 0]
         R 0 set $k before
         set postponed [mg_info 0 migration_postponed_commands]
-        R 0 debug migration-delay write 1500
+        mg_delay 0 write 1500
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 transfer
         set gone [redis_deferring_client -0]
@@ -295,7 +318,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set keys [mg_fill 0 n 50 $Wset]
         set k [lindex [mg_names n:w 1 $Wset] 0]
         set postponed [mg_info 0 migration_postponed_commands]
-        R 0 debug migration-delay patch 1000
+        mg_delay 0 patch 1000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
         set wr [redis_deferring_client -0]
@@ -307,7 +330,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         set reply [$rd read]
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         R 0 config set migration-write-replay yes
         assert_equal 0 [dict get $reply writes_replayed]
         assert {[dict get $reply write_pause_ms] >= 900}
@@ -327,8 +350,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set keys [mg_fill 0 p 200 $Wset]
         set newk [lindex [mg_names p:new 1 $Wset] 0]
         set size1 [R 1 dbsize]
-        R 0 debug migration-delay patch 1000
-        R 0 debug migration-delay delete 1000
+        mg_delay 0 patch 1000
+        mg_delay 0 delete 1000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
         set t0 [clock milliseconds]

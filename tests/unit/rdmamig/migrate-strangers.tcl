@@ -3,7 +3,7 @@
 #
 # The recipient's data listener (src/migtransport.c) exists from its
 # INITRDMASERVER until its donor is in, on a port anybody can reach, and accepts its donor as soon as the donor has read the
-# INITRDMASERVER reply: before any DEBUG MIGRATION-DELAY phase, so a
+# INITRDMASERVER reply: before any migration-test-delay-* phase, so a
 # stranger must connect in the meantime to meet the listener's accept.
 # tests/helpers/rdmamig-strangers.py spins on the port (fixed with
 # rdma-migration-port) and usually comes first: its first connection
@@ -72,12 +72,12 @@ proc ms_migrate_with_strangers {S keys first} {
     set snap [mg_snapshot $from $keys]
     set digest [mg_pair_digest 0 1]
     set h [ms_start_strangers $dport $first]
-    R $from debug migration-delay reset
-    R $from debug migration-delay transfer 3000
+    mg_delay_reset $from
+    mg_delay $from transfer 3000
     set rd [mg_migrate_deferred $from $to $S timeout 30000]
     set failed [catch {$rd read} reply]
     $rd close
-    R $from debug migration-delay reset
+    mg_delay_reset $from
     set out [ms_stop_strangers $h]
     R $to config set rdma-migration-port 0
     if {$failed} { fail "the migration $from -> $to failed: $reply" }

@@ -11,7 +11,7 @@
 #    then holds exactly what the donor held after them, the donor none of
 #    it, each replica what its master holds. The slots written were built
 #    again (INFO migration_last_manifests_rebuilt), and every manifest kept
-#    is the one a fresh build gives (DEBUG MIGRATION-DELAY watch checks
+#    is the one a fresh build gives (migration-test-delay-watch checks
 #    them: migration_last_manifests_stale 0); the frozen part of the
 #    prepare is short and the watch is no write pause.
 # 2. A keyless write (a script naming no key) could touch any key: every
@@ -22,10 +22,10 @@
 source tests/helpers/rdmamig-migrate.tcl
 
 # Wait until node n's donor has built its manifests and waits before the
-# freeze (DEBUG MIGRATION-DELAY watch), writes flowing; its log said so
+# freeze (migration-test-delay-watch), writes flowing; its log said so
 # after line from_line.
 proc mw_wait_watching {n from_line} {
-    wait_for_log_messages -$n {"*MIGRATION-DELAY watch: the manifests of*"} $from_line 1000 10
+    wait_for_log_messages -$n {"*migration-test-delay-watch: the manifests of*"} $from_line 1000 10
     assert_equal prepare [dict get [mg_status $n] phase]
     assert_equal 0 [mg_info $n migration_frozen_slots]
 }
@@ -63,7 +63,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set written [lmap k $written { if {[lsearch -exact $doomed $k] < 0} { set k } else continue }]
         set postponed [mg_info 0 migration_postponed_commands]
 
-        R 0 debug migration-delay watch 4000
+        mg_delay 0 watch 4000
         set from [count_log_lines 0]
         set rd [mg_migrate_deferred 0 1 $W]
         mw_wait_watching 0 $from
@@ -122,7 +122,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set Wset [mg_slotset $W]
         set keys [mg_fill 0 k 100 $Wset]
         set tag [mg_tag $Wset]
-        R 0 debug migration-delay watch 2000
+        mg_delay 0 watch 2000
         set from [count_log_lines 0]
         set rd [mg_migrate_deferred 0 1 $W]
         mw_wait_watching 0 $from
@@ -148,7 +148,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set Wset [mg_slotset $W]
         set keys [mg_fill 0 c 80 $Wset]
         set snap [mg_snapshot 0 $keys]
-        R 0 debug migration-delay watch 8000
+        mg_delay 0 watch 8000
         set from [count_log_lines 0]
         set rd [mg_migrate_deferred 0 1 $W]
         mw_wait_watching 0 $from
@@ -157,7 +157,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal OK [R 0 rdmamigrateslots cancel]
         catch {$rd read} err
         $rd close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         assert_match {*cancel*} $err
         mg_wait_idle 0
         mg_wait_idle 1

@@ -11,8 +11,8 @@
 #    DIGEST-VALUE, expire time), nothing left on the donor, INFO migration,
 #    redis-cli --cluster check; then back again after writes on the
 #    recipient (round trip).
-# 3. Writes to the migrating slots while the migration runs (DEBUG
-#    MIGRATION-DELAY holds it in prepare and transfer): each is answered
+# 3. Writes to the migrating slots while the migration runs
+#    (migration-test-delay-* holds it in prepare and transfer): each is answered
 #    without error, by the donor or with a MOVED to the recipient (then
 #    resent there, as a cluster client would), and every acknowledged write
 #    is on the new owner afterwards.
@@ -112,9 +112,10 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         catch {$rd read}
         $rd close
         mg_assert_err {script} {R 0 eval {return redis.call('rdmamigrateslots', ARGV[1], ARGV[2], '0-100')} 0 $h1 $p1}
-        # The test hook checks its arguments too.
-        mg_assert_err {phase|syntax|invalid} {R 0 debug migration-delay bogus 10}
-        mg_assert_err {integer|invalid|delay|syntax} {R 0 debug migration-delay transfer abc}
+        # The test hooks (hidden configs) check their values too.
+        mg_assert_err {unknown option.*migration-test-delay-bogus} {mg_delay 0 bogus 10}
+        mg_assert_err {migration-test-delay-transfer.*integer} {mg_delay 0 transfer abc}
+        assert_equal {migration-test-delay-transfer 0} [R 0 config get migration-test-delay-transfer]
         assert_equal $before [list [mg_state 0] [mg_state 1]]
         assert_equal 0 [mg_info 0 migration_total_failed]
         R 0 cluster setslots stable 300
@@ -358,8 +359,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         foreach k $short { R 0 set $k v px 1200 }
         set postponed [mg_info 0 migration_postponed_commands]
 
-        R 0 debug migration-delay prepare 500
-        R 0 debug migration-delay transfer 1000
+        mg_delay 0 prepare 500
+        mg_delay 0 transfer 1000
         set rdm [mg_migrate_deferred 0 1 $W]
 
         set sent {}
@@ -381,7 +382,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
         set failed [catch {$rdm read} reply]
         $rdm close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         if {$failed} { fail "the migration failed: $reply" }
         mg_assert_reply $reply 1000 [dict get $reply keys]
         assert {[dict get $reply keys] >= [llength $wkeys] + 4}
@@ -464,7 +465,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set size1 [R 1 dbsize]
         set donor_id [lindex [split [mg_myself 0] " "] 0]
 
-        R 0 debug migration-delay patch 1000
+        mg_delay 0 patch 1000
         set rdm [mg_migrate_deferred 0 1 $S]
         mg_wait_phase 0 patch
         assert_equal OK [R 1 cluster setslot $vslot importing $donor_id]
@@ -474,7 +475,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal OK [R 1 set $extra recipient-only]
         set failed [catch {$rdm read} reply]
         $rdm close
-        R 0 debug migration-delay reset
+        mg_delay_reset 0
         if {$failed} { fail "the migration failed: $reply" }
         mg_assert_reply $reply [llength [mg_expand $S]] [llength $skeys]
 
