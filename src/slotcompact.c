@@ -581,9 +581,8 @@ extern void (*activeDefragLaterTarget)(redisDb *db, dictEntry *kde);
 /* Copy an allocation to its new home, slot's blocks or, for slot -1, the
  * general heap, and free the old one. The copy gets the old allocation's
  * usable size (the size asked for is not known): from a block chunk to the
- * heap, objects under 128 bytes can land one jemalloc class higher. The
- * old one is freed with that size (zfree_with_size: a prepare frees
- * millions). NULL, nothing changed, when there is no room. */
+ * heap, objects under 128 bytes can land one jemalloc class higher. NULL,
+ * nothing changed, when there is no room. */
 static void *slotCompactCopy(void *ptr, int slot) {
     size_t size = zmalloc_size(ptr), usable;
     void *newptr = slot >= 0 ? ztrymalloc_foreign(slot, size, &usable)
@@ -591,7 +590,7 @@ static void *slotCompactCopy(void *ptr, int slot) {
 
     if (newptr == NULL) return NULL;
     memcpy(newptr, ptr, size);
-    zfree_with_size(ptr, size);
+    zfree(ptr);
     sc.moved_bytes += usable;
     return newptr;
 }
