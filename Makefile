@@ -88,17 +88,17 @@ build: $(TREE)/.prepared
 		$(MAKE) --no-print-directory bin/migtransport-test MIGTEST_RDMA=$$r
 	@bin/redis-server --version
 
-bin/rdma-smoke: src/rdmasmoke.c
+bin/rdma-smoke: tests/tools/rdmasmoke.c
 	$(CC) -O2 -g -Wall -Wextra -Werror -o $@ $< -libverbs -lrdmacm
 
-# The block transport's test tool (src/migtransporttest.c): the same
+# The block transport's test tool (tests/tools/migtransporttest.c): the same
 # transport sources as redis-server, with RDMA when redis-server has it
 # (build/migtest-rdma records that choice, so a change rebuilds the tool).
-MIGTEST_SRC := src/migtransporttest.c src/migtransport.c src/migrdma.c
+MIGTEST_SRC := tests/tools/migtransporttest.c src/migtransport.c src/migrdma.c
 # Made by hand (make bin/migtransport-test), the tool follows that record too.
 MIGTEST_RDMA ?= $(shell cat build/migtest-rdma 2>/dev/null)
 bin/migtransport-test: $(MIGTEST_SRC) src/migtransport.h build/migtest-rdma
-	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wstrict-prototypes -Werror \
+	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wstrict-prototypes -Werror -Isrc \
 		$(if $(filter yes,$(MIGTEST_RDMA)),-DUSE_RDMA) -o $@ $(MIGTEST_SRC) \
 		$(if $(filter yes,$(MIGTEST_RDMA)),-libverbs -lrdmacm)
 

@@ -3,7 +3,7 @@
  * Compiled only with USE_RDMA (BUILD_RDMA, src/rdmamig.mk); migtransport.c
  * dispatches here for connections of kind MIG_KIND_RDMA and answers every
  * RDMA request with a clear error when this file is not built in. The
- * interface is described in migtransport.h; src/rdmasmoke.c is the smoke
+ * interface is described in migtransport.h; tests/tools/rdmasmoke.c is the smoke
  * test this grew from.
  *
  * Protocol (librdmacm, one RC queue pair, RDMA_PS_TCP port space):

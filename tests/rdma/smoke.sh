@@ -4,7 +4,7 @@
 # Runs INSIDE an rxe-vm guest, from the repository root:
 #
 #   mkdir -p bin
-#   cc -O2 -Wall -Wextra -Werror -o bin/rdma-smoke src/rdmasmoke.c -libverbs -lrdmacm
+#   cc -O2 -Wall -Wextra -Werror -o bin/rdma-smoke tests/tools/rdmasmoke.c -libverbs -lrdmacm
 #   utils/rxe-vm/rxe-vm --ips 4 --cpus 2 --timeout 600 -- sh tests/rdma/smoke.sh
 #   (or simply: make test-rdma, which runs tests/rdma/run.sh)
 #
