@@ -37,6 +37,18 @@ proc sa_existing {level keys} {
     return $n
 }
 
+# FLUSHALL both servers, and wait until the cron's sweep says no block
+# page is resident any more.
+proc sa_flush_until_no_blocks {} {
+    r 0 flushall
+    r -1 flushall
+    wait_for_condition 100 100 {
+        [sa_info 0 slotalloc_resident_bytes] == 0 && [sa_info 0 slotalloc_slack_bytes] == 0
+    } else {
+        fail "blocks still resident after FLUSHALL: [r 0 info slotalloc]"
+    }
+}
+
 # The distinct slots of keys PREFIX:0 .. PREFIX:N-1.
 proc sa_used_slots {prefix n} {
     set slots {}
@@ -337,13 +349,7 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         # and a slab page per size class in use, mostly empty. That slack
         # is RSS that used_memory does not show (as jemalloc's own is not):
         # INFO must.
-        r 0 flushall
-        r -1 flushall
-        wait_for_condition 100 100 {
-            [sa_info 0 slotalloc_resident_bytes] == 0 && [sa_info 0 slotalloc_slack_bytes] == 0
-        } else {
-            fail "blocks still resident after FLUSHALL: [r 0 info slotalloc]"
-        }
+        sa_flush_until_no_blocks
         set mem0 [s 0 used_memory]
         set ref0 [s -1 used_memory]
         for {set i 0} {$i < 3000} {incr i} { sa_both set rs:$i [string repeat x 20] }
@@ -368,13 +374,7 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         assert_range $grown [expr {$ref_grown * 0.8}] [expr {$ref_grown * 1.25}]
         assert {[sa_info 0 slotalloc_slack_bytes] > $grown}
         # Gone with the keys.
-        r 0 flushall
-        r -1 flushall
-        wait_for_condition 100 100 {
-            [sa_info 0 slotalloc_resident_bytes] == 0 && [sa_info 0 slotalloc_slack_bytes] == 0
-        } else {
-            fail "blocks still resident after FLUSHALL: [r 0 info slotalloc]"
-        }
+        sa_flush_until_no_blocks
         sa_load sa 60
         r 0 debug slotcompact all
         sa_digests_equal
