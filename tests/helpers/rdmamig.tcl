@@ -22,3 +22,11 @@ proc rdmamig_wait_config_consistent {} {
         fail "cluster config did not reach a consistent state in 20 s"
     }
 }
+
+# start_cluster's setup (upstream's cluster_helper.tcl) waits with
+# wait_for_cluster_propagation too: in our files it gets the same 20 s (a
+# CI run lost migrate-handover.tcl whole when its cluster took longer than
+# 5 s to agree while migrate-faults.tcl killed nodes beside it).
+proc wait_for_cluster_propagation {} {
+    rdmamig_wait_config_consistent
+}
