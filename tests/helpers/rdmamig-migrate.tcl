@@ -528,7 +528,11 @@ proc mg_make_key {n k kind} {
         intset { R $n sadd $k {*}[lmap x [lrepeat [expr {1 + [randomInt 200]}] 0] {randomInt 1000000}] }
         setht {
             R $n sadd $k {*}[mg_elems 1 300]
-            R $n srem $k {*}[mg_elems 1 20]
+            # (Random removals could empty a set of one or two members,
+            # deleting the key: one member stays whatever they draw.)
+            set keep [R $n srandmember $k]
+            set gone [lsearch -all -inline -not -exact [mg_elems 1 20] $keep]
+            if {[llength $gone]} { R $n srem $k {*}$gone }
         }
         hashlp {
             R $n hset $k {*}[concat {*}[lmap e [mg_short_elems 1 40] {list $e [randstring 0 30 alpha]}]]
