@@ -140,18 +140,14 @@ other_affinity=yes
 
 # runtest over some of tests/unit/rdmamig/*.tcl: the options, then "--",
 # then the files; the output is appended to $log. Returns runtest's status
-# (0 if there was no file). One test client: our files kill and restart
-# nodes (restart_server reuses the node's port), and with two clients the
-# other one's next server could take a port freed meanwhile, so that a test
-# talked to another file's node (clean-clone CI runs saw foreign keys in a
-# donor's slots, and a key missing, in three different files).
+# (0 if there was no file).
 runtest_rdmamig() {
     local opts=() args=() t
     while [ "$1" != "--" ]; do opts+=("$1"); shift; done
     shift
     for t in "$@"; do args+=(--single "unit/rdmamig/$(basename "$t" .tcl)"); done
     [ ${#args[@]} -gt 0 ] || return 0
-    (cd "$tree" && ./runtest --clients 1 --timeout "$timeout" --baseport "$baseport" \
+    (cd "$tree" && ./runtest --clients 2 --timeout "$timeout" --baseport "$baseport" \
         "${opts[@]}" "${args[@]}") 2>&1 |
         nocolor | tee -a "$log"
     return "${PIPESTATUS[0]}"
