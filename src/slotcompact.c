@@ -81,6 +81,7 @@
  */
 
 #include "server.h"
+#include "bio.h"
 #include "cluster.h"
 #include "slotalloc.h"
 #include "slotcompact.h"
@@ -112,6 +113,8 @@ static struct {
     int target_slot;                /* Slot being compacted or counted, or -1. */
     int later_inline;               /* Big keys: finish now (1) or queue (0). */
     size_t moved_bytes;             /* Usable bytes moved by the current walk. */
+    void **frees;                   /* Old heap copies to free (slotCompactFreeLater). */
+    size_t nfrees;
     long long saved_hits;           /* Defrag's counters, restored after us. */
     long long saved_scanned;
     /* CLUSTER SLOTBLOCKS counting walk. */
@@ -578,6 +581,39 @@ long defragKey(redisDb *db, dictEntry *de);
 int defragLaterItem(dictEntry *de, unsigned long *cursor, long long endtime, int dbid);
 extern void (*activeDefragLaterTarget)(redisDb *db, dictEntry *kde);
 
+/* The old heap copies of relocated allocations are freed by the lazyfree
+ * thread, in batches, not here. Relocation is a migration's prepare with
+ * slot-affinity no, on the main thread while writes wait for it, and a
+ * third of its time went to jemalloc's free (the old copies lie scattered
+ * over the heap: each free misses the cache on its slab's metadata), work
+ * another core can do. Nothing refers to an old copy once it is relocated
+ * (defrag's contract), so it may be freed at any later time; until then
+ * used_memory still counts it, as it should. Frees of block memory
+ * (evacuation) stay here: they feed the slot allocator's release of
+ * emptied blocks. Flushed at the end of every walk (slotCompactEnd). */
+#define SLOTCOMPACT_FREE_BATCH 4096
+
+static void slotCompactFreeBatch(void *args[]) {
+    void **ptrs = args[0];
+    size_t n = (size_t)args[1];
+
+    for (size_t i = 0; i < n; i++) zfree(ptrs[i]);
+    zfree(ptrs);
+}
+
+static void slotCompactFlushFrees(void) {
+    if (sc.nfrees == 0) return;
+    bioCreateLazyFreeJob(slotCompactFreeBatch, 2, sc.frees, (void *)sc.nfrees);
+    sc.frees = NULL;
+    sc.nfrees = 0;
+}
+
+static void slotCompactFreeLater(void *ptr) {
+    if (sc.frees == NULL) sc.frees = zmalloc(sizeof(void *) * SLOTCOMPACT_FREE_BATCH);
+    sc.frees[sc.nfrees++] = ptr;
+    if (sc.nfrees == SLOTCOMPACT_FREE_BATCH) slotCompactFlushFrees();
+}
+
 /* Copy an allocation to its new home, slot's blocks or, for slot -1, the
  * general heap, and free the old one. The copy gets the old allocation's
  * usable size (the size asked for is not known): from a block chunk to the
@@ -590,7 +626,8 @@ static void *slotCompactCopy(void *ptr, int slot) {
 
     if (newptr == NULL) return NULL;
     memcpy(newptr, ptr, size);
-    zfree(ptr);
+    if (slot >= 0 && !slotAllocOwns(ptr)) slotCompactFreeLater(ptr);
+    else zfree(ptr);
     sc.moved_bytes += usable;
     return newptr;
 }
@@ -665,6 +702,7 @@ static void slotCompactBegin(int slot, void *(*target)(void *), int inline_later
 }
 
 static void slotCompactEnd(void) {
+    slotCompactFlushFrees();
     activeDefragAllocTarget = NULL;
     activeDefragLaterTarget = NULL;
     sc.evacuating = 0;
