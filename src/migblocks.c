@@ -466,7 +466,7 @@ static int migKeep(migPatchCtx *ctx, void *p) {
         if (c < ctx->bylocal[mid].local) hi = mid;
         else if ((size_t)(c - ctx->bylocal[mid].local) >= ctx->bylocal[mid].size) lo = mid + 1;
         else {
-            size_t g = (size_t)(c - ctx->bylocal[mid].local) / 16;
+            size_t g = (size_t)(c - ctx->bylocal[mid].local) / SLOTALLOC_GRANULE;
             uint64_t bit = 1ULL << (g & 63);
             if (a->owned[b][g >> 6] & bit) {
                 a->owned_twice = 1;
@@ -483,7 +483,7 @@ static int migKeep(migPatchCtx *ctx, void *p) {
 /* Whether an allocation of the received blocks is owned by an adopted
  * key; block is its index in the map. */
 static int migOwned(migAdopted *a, migBlockMap *map, size_t block, void *p) {
-    size_t g = (size_t)((char *)p - map[block].local) / 16;
+    size_t g = (size_t)((char *)p - map[block].local) / SLOTALLOC_GRANULE;
     return (a->owned[block][g >> 6] >> (g & 63)) & 1;
 }
 
@@ -799,12 +799,12 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
             return C_ERR;
         }
     }
-    /* Ownership bitmaps, one bit per 16-byte granule of each block. */
+    /* Ownership bitmaps, one bit per allocator granule of each block. */
     out->owned = zcalloc(sizeof(uint64_t *) * (nmap ? nmap : 1));
     out->nowned = nmap;
     ctx.bylocal = zmalloc(sizeof(migLocalIdx) * (nmap ? nmap : 1));
     for (size_t i = 0; i < nmap; i++) {
-        out->owned[i] = zcalloc((map[i].size / 16 + 63) / 64 * sizeof(uint64_t));
+        out->owned[i] = zcalloc((map[i].size / SLOTALLOC_GRANULE + 63) / 64 * sizeof(uint64_t));
         ctx.bylocal[i].local = map[i].local;
         ctx.bylocal[i].size = map[i].size;
         ctx.bylocal[i].block = i;

@@ -22,7 +22,9 @@
 /* 2: RDMAHANDOVER/RDMARESOLVE name the import session; RDMAREGISTER
  * carries a checksum per block.
  * 3: RDMAREGISTER, RDMADONE and RDMAREPLAY name the import session too
- * (their first argument): every message after INITRDMASERVER does. */
-#define MIG_PROTOCOL_VERSION 3
+ * (their first argument): every message after INITRDMASERVER does.
+ * 4: block layout version 2 (slotalloc.c: jemalloc's size classes, 512
+ * bitmap bits per page). */
+#define MIG_PROTOCOL_VERSION 4
 
 #endif

@@ -42,11 +42,12 @@
  *
  * Inside a normal block. The block is cut in 4 KiB pages. Its first pages
  * hold the header: a fixed struct (saBlockHeader), a page table with one
- * 4-byte entry per page and an allocation bitmap with 256 bits per page.
+ * 4-byte entry per page and an allocation bitmap with 512 bits per page.
  * The other pages are grouped in:
- *   - slabs: 1..5 pages cut in equal chunks of one of 35 size classes, 16
- *     to 128 bytes in steps of 16, then four classes per power of two up to
- *     14336 (at most 25% internal waste above 64 bytes; a slab is sized so
+ *   - slabs: 1..5 pages cut in equal chunks of one of 39 size classes
+ *     (jemalloc's small classes as Redis builds it): 8 to 64 bytes in
+ *     steps of 8, then four classes per power of two up to 14336 (at most
+ *     25% internal waste above 64 bytes; a slab is sized so
  *     that at most 1/8 of it is left over at its end). Chunk i of a slab is
  *     bit i of the bitmap words of the slab's pages.
  *   - runs: the whole pages of one allocation from 14 KiB to max_block/4.
@@ -140,10 +141,10 @@
 #define SA_PAGE_SIZE ((size_t)1 << SA_PAGE_SHIFT)
 #define SA_UNIT_SHIFT 16
 #define SA_UNIT_SIZE ((size_t)1 << SA_UNIT_SHIFT)
-#define SA_MIN_CLASS 16                 /* Smallest chunk, bitmap granule. */
+#define SA_MIN_CLASS SLOTALLOC_GRANULE  /* Smallest chunk, bitmap granule. */
 #define SA_BITS_PER_PAGE (SA_PAGE_SIZE / SA_MIN_CLASS)
 #define SA_WORDS_PER_PAGE (SA_BITS_PER_PAGE / 64)
-#define SA_NUM_CLASSES 35
+#define SA_NUM_CLASSES 39
 #define SA_SMALL_MAX 14336              /* Largest size class. */
 #define SA_SLAB_MAX_PAGES 8             /* Search limit when sizing slabs. */
 #define SA_MAX_BLOCK_PAGES (SLOTALLOC_MAX_BLOCK >> SA_PAGE_SHIFT)
@@ -156,7 +157,7 @@
 #define SA_NONE UINT32_MAX
 
 #define SA_BLOCK_MAGIC 0x314b4c42544f4c53ULL /* "SLOTBLK1" in LE memory. */
-#define SA_BLOCK_VERSION 1
+#define SA_BLOCK_VERSION 2             /* 2: jemalloc's classes, 512 bits per page. */
 #define SA_HDR_HUGE 1                   /* saBlockHeader.flags */
 
 static_assert(SA_UNIT_SIZE == SLOTALLOC_UNIT_SIZE, "one unit size");
@@ -329,10 +330,18 @@ static inline int saLog2(uint64_t x) {
 
 /* ============================ Size classes ================================ */
 
-/* Class sizes: 16..128 in steps of 16, then for every power of two 2^k from
- * 128 on, 2^k + j * 2^(k-2) for j = 1..4. Each slab gets the fewest pages
- * that leave at most 1/8 of it unused. The signature lets adoption refuse a
- * block cut with another class table. */
+/* Class sizes: 8..64 in steps of 8, then for every power of two 2^k from 64
+ * on, 2^k + j * 2^(k-2) for j = 1..4, up to 14336: jemalloc's small classes
+ * as Redis builds it (--with-lg-quantum=3, 4 KiB pages), one for one. So an
+ * allocation has the same usable size here and in the general heap:
+ * used_memory does not grow when keys move into blocks, and a key copied
+ * back from a block to the heap (slotCompactCopy knows only the usable
+ * size) lands in the class it came from. With 16, 32, 48 ... as the classes
+ * below 128, YCSB's records (ten 6-byte field names, 8 bytes each in
+ * jemalloc) took 6 % more used_memory in blocks, and kept it after going
+ * back to the heap. Each slab gets the fewest pages that leave at most 1/8
+ * of it unused. The signature lets adoption refuse a block cut with another
+ * class table. */
 static void saClassesInit(void) {
     uint32_t sig = 2166136261u;
 
@@ -341,7 +350,7 @@ static void saClassesInit(void) {
         if (c < 8) {
             size = SA_MIN_CLASS * (c + 1);
         } else {
-            int k = 7 + (c - 8) / 4, j = (c - 8) % 4;
+            int k = 6 + (c - 8) / 4, j = (c - 8) % 4;
             size = (1u << k) + (j + 1) * (1u << (k - 2));
         }
         for (pages = 1; pages < SA_SLAB_MAX_PAGES; pages++) {
@@ -372,10 +381,10 @@ static inline long saChunkIndex(int c, size_t soff) {
 
 /* Smallest class holding 'size' bytes (size <= SA_SMALL_MAX). */
 static inline int saClassOf(size_t size) {
-    if (size <= 128) return size ? (int)((size + 15) >> 4) - 1 : 0;
+    if (size <= 64) return size ? (int)((size + 7) >> 3) - 1 : 0;
     size_t s = size - 1;
     int k = saLog2(s);
-    return 8 + (k - 7) * 4 + (int)((s >> (k - 2)) & 3);
+    return 8 + (k - 6) * 4 + (int)((s >> (k - 2)) & 3);
 }
 
 /* ===================== Virtual range: extents ============================= */
@@ -2007,7 +2016,15 @@ static int saTestVerifyAll(void) {
 static int saTestClasses(void) {
     uint32_t maxpages = 0;
 
+    /* jemalloc 5.2.1's small classes with --with-lg-quantum=3 (deps/Makefile
+     * of Redis), by je_nallocx() for every size up to 14336. */
+    static const uint32_t je_classes[SA_NUM_CLASSES] = {
+        8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256,
+        320, 384, 448, 512, 640, 768, 896, 1024, 1280, 1536, 1792, 2048,
+        2560, 3072, 3584, 4096, 5120, 6144, 7168, 8192, 10240, 12288, 14336};
+
     SA_CHECK(slotAllocInit(64 << 20, 0, 0) == 0);
+    for (int c = 0; c < SA_NUM_CLASSES; c++) SA_CHECK(sa_class_size[c] == je_classes[c]);
     SA_CHECK(sa_class_size[SA_NUM_CLASSES - 1] == SA_SMALL_MAX);
     for (size_t size = 1; size <= SA_SMALL_MAX; size++) {
         int c = saClassOf(size);
@@ -2933,7 +2950,7 @@ static int saTestAdoptRejects(void) {
         uint64_t *bm = (uint64_t *)((char *)y + h->bitmap_off);
         switch (k) {
         case 0: h->magic ^= 1; break;
-        case 1: h->version = 2; break;
+        case 1: h->version = SA_BLOCK_VERSION + 1; break;
         case 2: h->block_size *= 2; break;
         case 3: h->npages++; break;
         case 4: h->class_sig ^= 0x100; break;

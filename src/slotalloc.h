@@ -30,6 +30,9 @@
 #define SLOTALLOC_DEFAULT_MAX_BLOCK (4*1024*1024)
 /* Largest normal (non huge) block: bounds the page table entry fields. */
 #define SLOTALLOC_MAX_BLOCK (64*1024*1024)
+/* The smallest size class: every allocation starts at a multiple of it, so
+ * a bitmap with one bit per granule tells allocations apart. */
+#define SLOTALLOC_GRANULE 8
 
 /* One block of a slot, as listed by slotAllocSlotBlocks(). */
 typedef struct slotAllocBlockInfo {

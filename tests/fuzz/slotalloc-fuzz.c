@@ -44,7 +44,7 @@
 #include "fuzz-util.h"
 
 #define FUZZ_SLOT 777
-#define FUZZ_MAX_ALLOCS (2 * (SLOTALLOC_UNIT_SIZE * 16 / 16) + 64)
+#define FUZZ_MAX_ALLOCS (2 * (SLOTALLOC_UNIT_SIZE * 16 / SLOTALLOC_GRANULE) + 64)
 
 #define FUZZ_MAX_RANGES 4096
 static void *fz_allocs[FUZZ_MAX_ALLOCS];
