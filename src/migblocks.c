@@ -935,54 +935,6 @@ void migSerializeAdopted(migAdopted *a) {
     }
 }
 
-/* dictAddRaw() with the key's hash computed beforehand (off the main
- * thread, migPatchSlot): the main thread never hashes the key, and reads
- * it only to compare it with the keys of its bucket, if any. Does the
- * rehash step dictAddRaw() does. Returns NULL with *existing set if the
- * key is there already, and NULL with *existing NULL, having changed
- * nothing, when the table is full and not rehashing: dictAddRaw() then
- * grows it under the dict's own resize policy. */
-static dictEntry *migDictAddHashed(dict *d, sds key, uint64_t hash, dictEntry **existing) {
-    *existing = NULL;
-    if (dictIsRehashing(d)) {
-        if (d->pauserehash == 0) dictRehash(d, 1);
-    } else if (d->ht_used[0] >= DICTHT_SIZE(d->ht_size_exp[0])) {
-        return NULL;
-    }
-    for (int t = 0; t <= 1; t++) {
-        for (dictEntry *he = d->ht_table[t][hash & DICTHT_SIZE_MASK(d->ht_size_exp[t])];
-             he; he = he->next) {
-            if (he->key == key || dictCompareKeys(d, key, he->key)) {
-                *existing = he;
-                return NULL;
-            }
-        }
-        if (!dictIsRehashing(d)) break;
-    }
-    int t = dictIsRehashing(d) ? 1 : 0;
-    size_t metasize = dictMetadataSize(d);
-    dictEntry *de = zmalloc(sizeof(*de) + metasize);
-    if (metasize) memset(dictMetadata(de), 0, metasize);
-    dictEntry **bucket = &d->ht_table[t][hash & DICTHT_SIZE_MASK(d->ht_size_exp[t])];
-    de->next = *bucket;
-    *bucket = de;
-    d->ht_used[t]++;
-    dictSetKey(d, de, key);
-    return de;
-}
-
-/* slotToKeyAddEntry() for a key whose slot is known: the key is not read. */
-static void migSlotToKeyAdd(redisDb *db, dictEntry *de, int slot) {
-    slotToKeys *stk = &(*db->slots_to_keys).by_slot[slot];
-    dictEntry *first = stk->head;
-
-    stk->count++;
-    migPrevInSlot(de) = NULL;
-    migNextInSlot(de) = first;
-    if (first) migPrevInSlot(first) = de;
-    stk->head = de;
-}
-
 /* Link up to max adopted keys into the keyspace (main thread). The key sds
  * is the one in the blocks: only the dictEntry is new. A key that exists
  * here already (only a client using ASKING can have written it to a slot
@@ -1003,7 +955,7 @@ size_t migLinkAdopted(migAdopted *a, size_t max) {
     while (a->linked < a->nkeys && n < max) {
         size_t i = a->linked++;
         migAdoptedKey *k = &a->keys[i];
-        dictEntry *de = NULL, *existing = NULL;
+        dictEntry *de;
         robj keyobj;
 
         /* The next key's bucket and value (signalKeyAsReady reads its
@@ -1013,21 +965,22 @@ size_t migLinkAdopted(migAdopted *a, size_t max) {
             __builtin_prefetch(a->keys[i + 1].val);
         }
         initStaticStringObject(keyobj, k->key);
-        if (hashed && (de = migDictAddHashed(db->dict, k->key, k->hash, &existing)) != NULL) {
-            dictSetVal(db->dict, de, k->val);
-            migSlotToKeyAdd(db, de, a->slot);
-        } else {
-            if (existing || (de = dictAddRaw(db->dict, k->key, &existing)) == NULL) {
-                serverLog(LL_WARNING, "Slot migration: key '%s' existed here "
-                    "already (written with ASKING?): replaced by the donor's copy",
-                    k->key);
-                dbSyncDelete(db, &keyobj);
-                de = dictAddRaw(db->dict, k->key, NULL);
-            }
-            serverAssert(de != NULL);
-            dictSetVal(db->dict, de, k->val);
-            if (server.cluster_enabled) slotToKeyAddEntry(de, db);
+        /* The main thread neither hashes the key (its hash was computed
+         * off it, migPatchSlot) nor computes its slot (migPatchSlot checked
+         * that it is a->slot): it reads the key only to compare it with the
+         * keys of its bucket, if any. */
+        de = hashed ? dictAddRawHashed(db->dict, k->key, k->hash, NULL) :
+                      dictAddRaw(db->dict, k->key, NULL);
+        if (de == NULL) {
+            serverLog(LL_WARNING, "Slot migration: key '%s' existed here "
+                "already (written with ASKING?): replaced by the donor's copy",
+                k->key);
+            dbSyncDelete(db, &keyobj);
+            de = dictAddRaw(db->dict, k->key, NULL);
         }
+        serverAssert(de != NULL);
+        dictSetVal(db->dict, de, k->val);
+        if (server.cluster_enabled) slotToKeyAddEntryInSlot(de, db, a->slot);
         if (k->expire != -1) setExpire(NULL, db, &keyobj, k->expire);
         signalKeyAsReady(db, &keyobj, k->val->type);
         if (a->payloads && a->payloads[i]) {

@@ -419,46 +419,6 @@ void migPropagateEnd(int prev) {
     server.propagate_no_multi = 0;
 }
 
-/* dictUnlink() of an entry we hold: the bucket comes from the key's hash
- * and its chain is searched by entry pointer, so the other keys of the
- * chain are never read (comparing them was a cache miss each, a third of
- * a wholesale delete's main-thread time). hash: the key's, if known.
- * Returns 0 if the entry is not in the dict. Like dictUnlink() it does one
- * rehash step when one is due. */
-static int migDictUnlinkEntry(dict *d, dictEntry *target, const uint64_t *hash) {
-    uint64_t h;
-
-    if (dictIsRehashing(d) && d->pauserehash == 0) dictRehash(d, 1);
-    h = hash ? *hash : dictHashKey(d, dictGetKey(target));
-    for (int table = 0; table <= 1; table++) {
-        if (d->ht_table[table] == NULL) break;
-        dictEntry **pp = &d->ht_table[table][h & DICTHT_SIZE_MASK(d->ht_size_exp[table])];
-        for (; *pp; pp = &(*pp)->next) {
-            if (*pp == target) {
-                *pp = target->next;
-                d->ht_used[table]--;
-                return 1;
-            }
-        }
-        if (!dictIsRehashing(d)) break;
-    }
-    return 0;
-}
-
-/* slotToKeyDelEntry() of the first key of a slot's list, whose slot is
- * known: the key's name is not hashed again (crc16), and the entry has no
- * previous one to update. */
-static void migSlotToKeyDelHead(redisDb *db, int slot, dictEntry *de) {
-    slotToKeys *stk = &(*db->slots_to_keys).by_slot[slot];
-    dictEntry *next = migNextInSlot(de);
-
-    serverAssert(stk->head == de && migPrevInSlot(de) == NULL);
-    stk->head = next;
-    if (next) migPrevInSlot(next) = NULL;
-    migNextInSlot(de) = NULL;
-    stk->count--;
-}
-
 /* Delete one key of a slot this node lets go of (the donor after the
  * handover, a recipient dropping a failed import), and tell its replicas
  * and AOF: UNLINK when the delete is lazy (for MIG_DEL_IN_BLOCKS, when
@@ -469,10 +429,15 @@ void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t 
     int lazy = how == MIG_DEL_LAZY;
 
     if (how == MIG_DEL_IN_BLOCKS) {
+        /* The entry is unlinked by pointer (the other keys of its bucket
+         * are not compared: a cache miss each was a third of a wholesale
+         * delete's main-thread time); its slot is not computed again
+         * (crc16), nor its hash when the caller knows it. */
         if (dictSize(db->expires) > 0) dictDelete(db->expires, key);
-        int found = migDictUnlinkEntry(db->dict, de, hash);
+        int found = dictUnlinkEntry(db->dict, de,
+            hash ? *hash : dictGetHash(db->dict, key)) == DICT_OK;
         serverAssert(found);
-        migSlotToKeyDelHead(db, slot, de);
+        slotToKeyDelEntryInSlot(de, db, slot);
         de->key = NULL;
         de->v.val = NULL;
         dictFreeUnlinkedEntry(db->dict, de);
