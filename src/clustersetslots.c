@@ -386,10 +386,15 @@ void clusterSetSlotsApply(int action, clusterNode *n, const unsigned char *slots
 }
 
 /* The same parsing for other commands taking slots (RDMAMIGRATESLOTS,
- * INITRDMASERVER, RDMADONE): c->argv[first..last) into a bitmap of
- * CLUSTER_SLOTS bits and its count. On C_ERR an error naming the argument
- * (bad syntax, out of range, a slot given twice) has been replied. */
+ * INITRDMASERVER, RDMADONE, RDMAHANDOVER): c->argv[first..last) into a
+ * bitmap of CLUSTER_SLOTS bits and its count; at least one is needed. On
+ * C_ERR an error naming the argument (bad syntax, out of range, a slot
+ * given twice) has been replied. */
 int clusterParseSlotRanges(client *c, int first, int last, unsigned char *slots, int *count) {
+    if (first >= last) {
+        addReplyError(c, "at least one slot or range <start>-<end> is needed");
+        return C_ERR;
+    }
     int *argof = zcalloc(sizeof(int) * CLUSTER_SLOTS);
     int ret = setSlotsCollect(c, first, last, argof);
 

@@ -24,6 +24,12 @@
  * about 240 lines, a server.c hook plus the replay) are the part to move
  * out first.
  *
+ * Why one file of 1,600 lines: it is the donor's side of the protocol in
+ * the order it runs (prepare, transfer and pacing, recorded writes and
+ * replay, handover and resolve, delete, rollback), and each step reads the
+ * session's donor part (`s->d`) that the steps before it filled in. What
+ * the recipient does is in migrecipient.c, what both do in migsession.c.
+ *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
@@ -212,7 +218,7 @@ void migrationPropagated(int dbid, robj **argv, int argc, int target) {
         serverLog(LL_WARNING, "Slot migration: %lld writes (%zu bytes) recorded "
             "since the transfer: the slots' writes wait until the handover",
             s->d.cap_cmds, s->d.cap_bytes);
-        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000, migrationSlotWanted);
         s->d.cap_full = 1;
         s->pause_first_ms = 0;      /* migWritePauseMean: write_pause_ms. */
     }
@@ -291,7 +297,7 @@ static void migHeldStats(migSession *s) {
  * again and stop recording; what was recorded is the donor thread's now. */
 static int migDonorReplayBeginSlice(migSession *s) {
     if (s->d.capturing) {
-        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000, migrationSlotWanted);
         s->d.capturing = 0;
     }
     return s->error ? -1 : 0;
@@ -302,7 +308,7 @@ static int migDonorReplayBeginSlice(migSession *s) {
  * is unknown, a write acknowledged here could be lost (the freeze's own
  * deadline would otherwise thaw them, slotFreezeCron). */
 static int migDonorKeepFrozenSlice(migSession *s) {
-    slotFreeze(s->bitmap, s->d.keep_frozen_ms);
+    slotFreeze(s->bitmap, s->d.keep_frozen_ms, migrationSlotWanted);
     return 0;
 }
 
@@ -520,7 +526,7 @@ static int migDonorPrepareStep(migSession *s) {
         if (mstime() - s->d.stage_start_ms <
             migTestDelayMs(&server.migration_test_delay_watch))
             return MIG_SLICE_WAIT;
-        slotFreeze(s->bitmap, migRemainingMs(s) + 5000);
+        slotFreeze(s->bitmap, migRemainingMs(s) + 5000, migrationSlotWanted);
         s->d.freeze_start_ms = mstime();
         s->stage = 4;
         break;

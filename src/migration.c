@@ -292,7 +292,7 @@ void rdmaMigrateSlotsCommand(client *c) {
     }
     unsigned char bitmap[CLUSTER_SLOTS / 8];
     int nslots;
-    if (migParseSlots(c, 3, last, bitmap, &nslots) == C_ERR) return;
+    if (clusterParseSlotRanges(c, 3, last, bitmap, &nslots) == C_ERR) return;
 
     /* 1. Check: the target, the slots, no other migration. */
     clusterNode *target = NULL;
@@ -405,6 +405,8 @@ void migrationReplyUnblocked(client *c) {
                      "goes on (RDMAMIGRATESLOTS STATUS)");
 }
 
+/* The "# Migration" INFO section: the migration's fields, then the write
+ * fence's (slotfreeze.c). */
 sds migrationGenInfo(sds info) {
     migSession *s = mig;
     migStats t = migLast.tstats;
@@ -417,7 +419,8 @@ sds migrationGenInfo(sds info) {
         t.rdma_bytes_written += s->tstats.rdma_bytes_written;
         t.tcp_bytes_sent += s->tstats.tcp_bytes_sent;
     }
-    return sdscatprintf(info,
+    info = sdscatprintf(info,
+        "# Migration\r\n"
         "migration_protocol_version:%d\r\n"
         "migration_state:%s\r\n"
         "migration_role:%s\r\n"
@@ -477,6 +480,7 @@ sds migrationGenInfo(sds info) {
         server.migration_max_bandwidth,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);
+    return slotFreezeGenInfo(info);
 }
 
 /* CONFIG SET migration-test-corrupt (config.c): a valid value, and not

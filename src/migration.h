@@ -47,11 +47,11 @@ int migrationImportsSlot(int slot);
 int migrationCapturing(void);
 void migrationPropagated(int dbid, struct redisObject **argv, int argc, int target);
 
-/* slotfreeze.c: a command waits to write to this frozen slot (a donor
- * sends it next). */
+/* The donor's slotFreeze() callback: a command waits to write to this
+ * frozen slot (the donor sends it next). */
 void migrationSlotWanted(int slot);
 
-/* The fields of the "# Migration" INFO section (called by slotfreeze.c). */
+/* INFO's "# Migration" section (server.c, genRedisInfoString). */
 sds migrationGenInfo(sds info);
 
 /* DEBUG MIGRATION-CUT (tests): shut the running migration's TCP data

@@ -697,7 +697,7 @@ void initRdmaServerCommand(client *c) {
             return;
         }
     }
-    if (migParseSlots(c, 2, last, bitmap, &nslots) == C_ERR) return;
+    if (clusterParseSlotRanges(c, 2, last, bitmap, &nslots) == C_ERR) return;
     /* Both builds must lay out blocks, manifests and messages alike. */
     if (version != MIG_PROTOCOL_VERSION) {
         if (version == 0)
@@ -988,7 +988,7 @@ void rdmaDoneCommand(client *c) {
     int nslots;
 
     if (s == NULL) return;
-    if (migParseSlots(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
+    if (clusterParseSlotRanges(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
     if (!s->r.reg_requested || s->r.reg_done != 1) {
         addReplyError(c, "RDMADONE before RDMAREGISTER completed");
         return;
@@ -1091,7 +1091,7 @@ void rdmaResolveCommand(client *c) {
                             "INITRDMASERVER replied", sid, MIG_TOKEN_LEN);
         return;
     }
-    if (migParseSlots(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
+    if (clusterParseSlotRanges(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;
     if (s && s->role == MIG_ROLE_RECIPIENT && !strcmp(s->sid, sid)) {
         if (s->r.rstate != MIG_R_ROLLING_BACK) {
             migFail(s, "the donor gave the migration up (RDMARESOLVE)");

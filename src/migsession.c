@@ -33,7 +33,6 @@
 #include "slotfreeze.h"
 #include "migblocks.h"
 #include "migtransport.h"
-#include "clustersetslots.h"
 #include "migration.h"
 #include "migprotocol.h"
 #include "migsession.h"
@@ -140,17 +139,6 @@ int migValidSid(const char *sid) {
 
 int migSlotIsSet(const unsigned char *bitmap, int slot) {
     return (bitmap[slot >> 3] >> (slot & 7)) & 1;
-}
-
-/* Parses <slot|start-end>... from argv[first..last) into bitmap (the
- * parser of CLUSTER SETSLOTS); at least one is needed. Replies an error and
- * returns C_ERR on bad input. */
-int migParseSlots(client *c, int first, int last, unsigned char *bitmap, int *count) {
-    if (first >= last) {
-        addReplyError(c, "at least one slot or range <start>-<end> is needed");
-        return C_ERR;
-    }
-    return clusterParseSlotRanges(c, first, last, bitmap, count);
 }
 
 /* The slots of a bitmap as range arguments ("0-5460", "7"), appended to an

@@ -382,10 +382,9 @@ void migFailAborted(migSession *s);
 void migSetPhase(migSession *s, int phase);
 /* A session id as INITRDMASERVER makes them. */
 int migValidSid(const char *sid);
-/* Slot bitmaps: a bit, parsing <slot|start-end>... (with a reply on
- * error), range arguments for a command to send, and their freeing. */
+/* Slot bitmaps: a bit, range arguments for a command to send, and their
+ * freeing. (Parsing <slot|start-end>...: clusterParseSlotRanges.) */
 int migSlotIsSet(const unsigned char *bitmap, int slot);
-int migParseSlots(client *c, int first, int last, unsigned char *bitmap, int *count);
 void migAppendRanges(const unsigned char *bitmap, sds **argv, int *argc);
 void migFreeArgv(sds *argv, int argc);
 /* The options RDMAMIGRATESLOTS and INITRDMASERVER share, and the node

@@ -77,6 +77,12 @@
  * unreached allocation). slotCompactCron() gives emptied blocks back to
  * the OS.
  *
+ * Why one file of 1,800 lines: relocation, the background cycle, evacuation,
+ * pinning, placed writes, the sparse and resident sweeps and INFO all read
+ * and write one state (`sc`: dirty and pinned slots, the walk in progress,
+ * the big key being continued, the counters). Split, they would share it
+ * through a header that every part could write; here it stays static.
+ *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 

@@ -56,7 +56,6 @@
 #include "server.h"
 #include "cluster.h"
 #include "slotfreeze.h"
-#include "migration.h"
 
 static struct {
     unsigned char slots[CLUSTER_SLOTS / 8];
@@ -73,6 +72,8 @@ static struct {
     long long held_max_ms;      /* The longest wait of a command this
                                  * freeze held. */
     long long total_ms;         /* Time spent frozen, since startup. */
+    void (*wanted)(int slot);   /* Told when a command starts to wait for
+                                 * a frozen slot, or NULL (slotFreeze). */
     /* slotWatch: slots whose changes are noted, and those changed. */
     unsigned char watched[CLUSTER_SLOTS / 8];
     unsigned char changed[CLUSTER_SLOTS / 8];
@@ -156,8 +157,11 @@ static void slotFreezeForgetRelaxed(void) {
 /* Freeze these slots (a bitmap of CLUSTER_SLOTS bits) until slotThaw() or
  * for at most max_ms. Slots already frozen stay frozen, and every slot of
  * a relaxed freeze, wholly or slot by slot, is frozen again; the deadline
- * is the later one. */
-void slotFreeze(const unsigned char *slots, long long max_ms) {
+ * is the later one. wanted, if not NULL, is called with a slot when a
+ * command starts to wait for it: the donor sends that slot next. It is a
+ * callback because the fence sits below the migration (calls go down). */
+void slotFreeze(const unsigned char *slots, long long max_ms, void (*wanted)(int slot)) {
+    sf.wanted = wanted;
     if (!sf.nslots) sf.postponed = sf.held_max_ms = 0;
     if (!sf.nslots || sf.relaxed) sf.since = mstime();
     sf.relaxed = 0;
@@ -213,6 +217,7 @@ long long slotThaw(void) {
     sf.relaxed = 0;
     slotFreezeForgetRelaxed();
     sf.deadline = 0;
+    sf.wanted = NULL;
     sf.total_ms += lasted;
     /* Also wakes clients held by CLIENT PAUSE: they check again and block
      * again if that pause still holds. */
@@ -303,7 +308,7 @@ static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int l
         slotWatchTouch(slot);
         return 0;
     }
-    migrationSlotWanted(slot);
+    if (sf.wanted) sf.wanted(slot);
     return 1;
 }
 
@@ -410,11 +415,9 @@ int slotFreezeShouldPostpone(client *c) {
     return waits;
 }
 
-/* The "# Migration" INFO section: the migration's fields (migration.c),
- * then the freeze's. */
+/* The freeze's fields of the "# Migration" INFO section (migration.c
+ * writes the section and calls this). */
 sds slotFreezeGenInfo(sds info) {
-    info = sdscat(info, "# Migration\r\n");
-    info = migrationGenInfo(info);
     return sdscatprintf(info,
         "migration_frozen_slots:%d\r\n"
         "migration_frozen_ms:%lld\r\n"
@@ -472,6 +475,6 @@ void slotFreezeDebugCommand(client *c) {
     memset(slots, 0, sizeof(slots));
     for (int j = 3; j < c->argc; j++)
         if (slotFreezeParseRange(c, c->argv[j], slots) == C_ERR) return;
-    slotFreeze(slots, ms);
+    slotFreeze(slots, ms, NULL);
     addReply(c, shared.ok);
 }

@@ -14,7 +14,7 @@
 struct client;
 struct redisObject;
 
-void slotFreeze(const unsigned char *slots, long long max_ms);
+void slotFreeze(const unsigned char *slots, long long max_ms, void (*wanted)(int slot));
 long long slotThaw(void);
 long long slotFreezeRelax(void);
 long long slotFreezeRelaxSlots(const unsigned char *slots);
@@ -26,7 +26,8 @@ void slotWatch(const unsigned char *slots);
 void slotUnwatch(void);
 int slotWatchTakeChanged(int slot);
 
-/* Hooks: processCommand, serverCron, INFO, DEBUG SLOTFREEZE. */
+/* Hooks: processCommand, serverCron, DEBUG SLOTFREEZE; the freeze's INFO
+ * fields (migrationGenInfo writes the "# Migration" section). */
 int slotFreezeShouldPostpone(struct client *c);
 void slotFreezeCron(void);
 sds slotFreezeGenInfo(sds info);
