@@ -410,7 +410,12 @@ void migBlock(client *c);
 int migClientsPaused(void);
 int migPropagateBegin(void);
 void migPropagateEnd(int prev);
-void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash);
+void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash,
+                  int propagate);
+/* RDMASLOTDROP for a batch of deleted slots instead of their keys' DELs,
+ * if every replica attached understands it. */
+int migSlotDropUsable(void);
+void migPropagateSlotDrop(const unsigned char *bitmap);
 migSlot *migSlotEntry(migSession *s, int slot);
 int migLazyfreeBarrierPassed(migSession *s, int purge);
 void migUnpinAll(migSession *s);
