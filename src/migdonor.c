@@ -613,29 +613,6 @@ static int migDonorHandoverSlice(migSession *s) {
     return 0;
 }
 
-/* A wholesale delete walks a slot's keys in list order, and its time went
- * to cache misses: the key's entry, its name (to hash it) and its bucket
- * (a random slot of a table of megabytes). While one key is deleted, the
- * next key's hash is computed and its bucket asked for, the name of the
- * key after it, and the entry after that: each was asked for one key
- * earlier, so none of them waits for memory. */
-typedef struct migDelAhead {
-    dictEntry *de;              /* The next key to delete... */
-    uint64_t hash;              /* ...and its hash. */
-} migDelAhead;
-
-static void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
-    dictEntry *n1 = migNextInSlot(de), *n2;
-
-    la->de = n1;
-    if (n1 == NULL) return;
-    la->hash = dictHashKey(d, dictGetKey(n1));
-    migPrefetchBucket(d, la->hash);
-    if ((n2 = migNextInSlot(n1)) == NULL) return;
-    __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
-    if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
-}
-
 /* Delete (phase 7), in slices: the donor's copies of the keys, with one
  * RDMASLOTDROP per slice for the slots it went through to its replicas
  * and AOF (DELs if a replica does not understand it; migsession.c,
