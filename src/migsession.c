@@ -613,7 +613,6 @@ void migPropagateSlotDrop(const unsigned char *bitmap) {
     migSlotDropEnd = server.master_repl_offset;
     for (int j = 0; j < n + 2; j++) decrRefCount(argv[j]);
     zfree(argv);
-    server.dirty++;
 }
 
 /* RDMASLOTDROP <SYNC|ASYNC> <slot|start-end>...: delete every key of the
