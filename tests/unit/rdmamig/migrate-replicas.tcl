@@ -12,7 +12,9 @@
 # rdma-slot-drop" (a raw SYNC, as an older build's replica) makes the
 # donor send a DEL per key again; such a replica gets no partial resync
 # over an RDMASLOTDROP in the backlog, one that announced it does. Clients
-# (and scripts) calling RDMASLOTDROP get an error and nothing changes.
+# (and scripts) calling RDMASLOTDROP get an error and nothing changes. A
+# donor killed in its delete: its replica, promoted, holds none of the
+# moved keys, and the donor drops its own at its restart.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -215,5 +217,63 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             assert_equal $before($n) [R $n debug digest]
         }
         assert_equal 1 [R 1 exists $k]
+    }
+
+    # Node 1 gives F (slot 100 with 100k keys: many delete slices) to node
+    # 0 and is killed in its delete, once it deleted keys of slot 100 (its
+    # writes paused first, so that its slices wait; when it is caught with
+    # keys of slot 100 left, node 3 has dropped the slot whole already,
+    # ahead of its master). Node 3
+    # takes over without a key of F (what it had not dropped yet, it drops
+    # at once); node 1 comes back, drops its stale copies at startup and
+    # replicates node 3.
+    test {RDMASLOTDROP: the donor killed in its delete, its replica takes over without the slots' stale keys} {
+        set tag [mg_tag [mg_slotset 100]]
+        R 1 eval {for i = 1, 100000 do redis.call('set', '{' .. KEYS[1] .. '}:' .. i, i) end} 1 $tag
+        set big [R 1 cluster countkeysinslot 100]
+        set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+        dict set zeros 100 0
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set rd [mg_migrate_deferred 1 0 $F]
+        # The donor's delete began with slot 100 (its first slot): each
+        # slice that deleted keys of it ended with an RDMASLOTDROP naming it.
+        wait_for_condition 5000 1 {
+            [R 1 cluster countkeysinslot 100] < $big
+        } else {
+            fail "node 1 did not start its delete"
+        }
+        R 1 client pause 60000 write
+        set left [R 1 cluster countkeysinslot 100]
+        if {$left > 0} {
+            # Caught in the slot: the replica dropped it whole already.
+            wait_for_ofs_sync [Rn 1] [Rn 3]
+            assert_equal 0 [R 3 cluster countkeysinslot 100]
+        }
+        exec kill -9 [srv -1 pid]
+        catch {$rd read}
+        catch {$rd close}
+        mg_wait_idle 0
+        assert_equal OK [R 3 cluster failover takeover]
+        wait_for_condition 100 100 {
+            [s -3 role] eq {master}
+        } else {
+            fail "node 3 did not take over from node 1"
+        }
+        mg_assert_counts 3 $zeros
+        mg_assert_absent 3 $fkeys
+        restart_server -1 true false
+        mg_fast_clients
+        wait_for_condition 100 100 {
+            [s -1 role] eq {slave} && [s -1 master_link_status] eq {up}
+        } else {
+            fail "node 1 did not turn into a replica"
+        }
+        mg_wait_converged
+        mg_assert_owner 0 $F
+        assert_equal $big [R 0 cluster countkeysinslot 100]
+        mg_assert_counts 1 $zeros
+        wait_for_ofs_sync [Rn 3] [Rn 1]
+        assert_equal [R 3 debug digest] [R 1 debug digest]
+        mg_cluster_check 0
     }
 }
