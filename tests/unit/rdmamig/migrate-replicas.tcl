@@ -249,25 +249,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             wait_for_ofs_sync [Rn 1] [Rn 3]
             assert_equal 0 [R 3 cluster countkeysinslot 100]
         }
-        exec kill -9 [srv -1 pid]
-        catch {$rd read}
-        catch {$rd close}
-        mg_wait_idle 0
-        assert_equal OK [R 3 cluster failover takeover]
-        wait_for_condition 100 100 {
-            [s -3 role] eq {master}
-        } else {
-            fail "node 3 did not take over from node 1"
-        }
+        mg_kill_donor_takeover 1 3 $rd
         mg_assert_counts 3 $zeros
         mg_assert_absent 3 $fkeys
-        restart_server -1 true false
-        mg_fast_clients
-        wait_for_condition 100 100 {
-            [s -1 role] eq {slave} && [s -1 master_link_status] eq {up}
-        } else {
-            fail "node 1 did not turn into a replica"
-        }
+        mg_restart_as_replica 1
         mg_wait_converged
         mg_assert_owner 0 $F
         assert_equal $big [R 0 cluster countkeysinslot 100]
