@@ -619,31 +619,11 @@ static int migDonorHandoverSlice(migSession *s) {
     return 0;
 }
 
-/* A wholesale delete walks a slot's keys in list order, and its time went
- * to cache misses: the key's entry, its name (to hash it) and its bucket
- * (a random slot of a table of megabytes). While one key is deleted, the
- * next key's hash is computed and its bucket asked for, the name of the
- * key after it, and the entry after that: each was asked for one key
- * earlier, so none of them waits for memory. */
-typedef struct migDelAhead {
-    dictEntry *de;              /* The next key to delete... */
-    uint64_t hash;              /* ...and its hash. */
-} migDelAhead;
-
-static void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
-    dictEntry *n1 = migNextInSlot(de), *n2;
-
-    la->de = n1;
-    if (n1 == NULL) return;
-    la->hash = dictHashKey(d, dictGetKey(n1));
-    migPrefetchBucket(d, la->hash);
-    if ((n2 = migNextInSlot(n1)) == NULL) return;
-    __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
-    if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
-}
-
-/* Delete (phase 7), in slices: the donor's copies of the keys, with DELs to
- * its replicas and AOF, and each slot's manifest once its keys are gone.
+/* Delete (phase 7), in slices: the donor's copies of the keys, with one
+ * RDMASLOTDROP per slice for the slots it went through to its replicas
+ * and AOF (DELs if a replica does not understand it; migsession.c,
+ * "Dropping slots on replicas and AOF"), and each slot's manifest once its
+ * keys are gone.
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
  * without freeing (MIG_DEL_IN_BLOCKS); once the lazyfree thread has
  * freed everything queued before that ended (a barrier job: an expire or
@@ -673,6 +653,11 @@ static int migDonorDeleteSlice(migSession *s) {
         s->d.delete_stage = 1;
     }
     if (s->d.delete_stage == 0) {
+        /* The slots this slice goes through, for its RDMASLOTDROP; decided
+         * per slice: a replica may attach between two. */
+        unsigned char dropped[CLUSTER_SLOTS / 8] = {0};
+        int drop = migSlotDropUsable();
+
         /* s->cursor walks the slots, s->stage the s->slots entries (in
          * slot order; slots without an entry had no keys). */
         prev_core = migPropagateBegin();
@@ -685,6 +670,7 @@ static int migDonorDeleteSlice(migSession *s) {
                 s->cursor++;
                 continue;
             }
+            dropped[slot >> 3] |= 1 << (slot & 7);
             ms = migSlotEntry(s, slot);
             if (ms && !ms->unlinked) {
                 ms->unlinked = 1;
@@ -710,9 +696,10 @@ static int migDonorDeleteSlice(migSession *s) {
              * callbacks), so only then is the next key's entry still ours. */
             if (how == MIG_DEL_IN_BLOCKS) migDelLookahead(db->dict, de, &ahead);
             else ahead.de = NULL;
-            migDeleteKey(db, slot, de, how, known ? &hash : NULL);
+            migDeleteKey(db, slot, de, how, known ? &hash : NULL, !drop);
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
+        if (drop) migPropagateSlotDrop(dropped);
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->d.delete_stage = 1;
     }

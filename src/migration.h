@@ -21,6 +21,7 @@ void rdmaDoneCommand(struct client *c);
 void rdmaReplayCommand(struct client *c);
 void rdmaHandoverCommand(struct client *c);
 void rdmaResolveCommand(struct client *c);
+void rdmaSlotDropCommand(struct client *c);
 
 /* blocked.c: a client blocked by a migration command is being unblocked
  * (disconnected, CLIENT UNBLOCK...): forget it, the migration goes on. */
@@ -41,6 +42,10 @@ int migrationLoadConfigVar(const char *name, const char *value);
 void migrationDropStaleCopies(void);
 /* clustersetslots.c: a slot of the running import. */
 int migrationImportsSlot(int slot);
+
+/* replication.c: whether a replica may PSYNC from psync_offset (one that
+ * does not understand RDMASLOTDROP may not over one in the backlog). */
+int migrationPsyncAllowed(struct client *c, long long psync_offset);
 
 /* server.c, shouldPropagate() and propagateNow(): a donor records the
  * writes to its migrating slots between its transfer and its handover. */

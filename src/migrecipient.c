@@ -490,7 +490,7 @@ static int migRecipientRollbackSlice(migSession *s) {
                 continue;
             }
             if (ms) ms->unlinked = 1;
-            migDeleteKey(db, slot, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS : MIG_DEL_SYNC, NULL);
+            migDeleteKey(db, slot, de, ms && ms->bulk ? MIG_DEL_IN_BLOCKS : MIG_DEL_SYNC, NULL, 1);
             s->r.rb_dropped++;
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }

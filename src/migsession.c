@@ -408,10 +408,13 @@ void migPropagateEnd(int prev) {
 }
 
 /* Delete one key of a slot this node lets go of (the donor after the
- * handover, a recipient dropping a failed import), and tell its replicas
- * and AOF: UNLINK when the delete is lazy (for MIG_DEL_IN_BLOCKS, when
- * lazyfree-lazy-server-del says so), else DEL. */
-void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash) {
+ * handover, a recipient dropping a failed import), and, if propagate, tell
+ * its replicas and AOF: UNLINK when the delete is lazy (for
+ * MIG_DEL_IN_BLOCKS, when lazyfree-lazy-server-del says so), else DEL.
+ * Without propagate the caller tells them with one RDMASLOTDROP for the
+ * slot (migPropagateSlotDrop). */
+void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash,
+                  int propagate) {
     sds key = dictGetKey(de);
     robj *keyobj = createStringObject(key, sdslen(key));
     int lazy = how == MIG_DEL_LAZY;
@@ -439,10 +442,32 @@ void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t 
      * gone, and the hook would hash it and look it up again. */
     touchWatchedKey(db, keyobj);
     trackingInvalidateKey(NULL, keyobj, 1);
-    propagateDeletion(db, keyobj, lazy);
-    propagatePendingCommands();
+    if (propagate) {
+        propagateDeletion(db, keyobj, lazy);
+        propagatePendingCommands();
+    }
     decrRefCount(keyobj);
     server.dirty++;
+}
+
+/* A wholesale delete walks a slot's keys in list order, and its time went
+ * to cache misses: the key's entry, its name (to hash it) and its bucket
+ * (a random slot of a table of megabytes). While one key is deleted, the
+ * next key's hash is computed and its bucket asked for, the name of the
+ * key after it, and the entry after that: each was asked for one key
+ * earlier, so none of them waits for memory. (A replica's RDMASLOTDROP
+ * walks the same way, and its keys lie in RDB load order, not in the
+ * slot's: there the misses are worse.) */
+void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
+    dictEntry *n1 = migNextInSlot(de), *n2;
+
+    la->de = n1;
+    if (n1 == NULL) return;
+    la->hash = dictHashKey(d, dictGetKey(n1));
+    migPrefetchBucket(d, la->hash);
+    if ((n2 = migNextInSlot(n1)) == NULL) return;
+    __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
+    if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
 }
 
 /* A lazyfree job that frees nothing: the lazyfree thread runs jobs in
@@ -514,6 +539,140 @@ void migReleaseBulkSlot(int slot) {
     serverLog(LL_WARNING, "Slot migration: slot %d holds keys again (a full "
               "sync?): its blocks stay, with the memory of the keys it let "
               "go of", slot);
+}
+
+/* ================== Dropping slots on replicas and AOF ==================== */
+
+/* The donor's delete phase tells its replicas and AOF what it deleted with
+ * one RDMASLOTDROP <SYNC|ASYNC> <slot|start-end>... per slice (the slots
+ * the slice went through), not a DEL per key (docs/DESIGN.md, "Replicas,
+ * AOF and failures"). A slice runs within one event loop iteration, so
+ * nothing else enters the stream between its first delete and the
+ * command: the command sits where the slice's DELs would have been. It
+ * names the slice's slots whole, a slot the slice left half deleted too:
+ * the replica drops every key of it at once, ahead of its master, which
+ * deletes the rest in its next slices (and sends the slot again). Nothing
+ * can add a key to those slots meanwhile (the slots are another node's:
+ * writes are redirected; an expiry's DEL finds nothing), and if the
+ * master dies first, the promoted replica's copies were stale anyway.
+ *
+ * A replica must know the command: ours announce "REPLCONF capa
+ * rdma-slot-drop" (SLAVE_CAPA_SLOT_DROP, patch 0036). Each slice looks at
+ * the replicas attached then: if one lacks the capability, the slice
+ * sends DELs, as before. A replica without it that reconnects later with
+ * PSYNC would read an RDMASLOTDROP still in the backlog: it gets a full
+ * resync instead (migrationPsyncAllowed). The AOF takes the command
+ * whenever the replicas do: only this build loads it. */
+
+/* Where the last RDMASLOTDROP ended in the replication stream (0: none
+ * since this process started; before that, the backlog held none of it). */
+static long long migSlotDropEnd = 0;
+
+/* Whether every replica attached now understands RDMASLOTDROP. */
+int migSlotDropUsable(void) {
+    listIter li;
+    listNode *ln;
+
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li)) != NULL) {
+        client *slave = listNodeValue(ln);
+        if (!(slave->slave_capa & SLAVE_CAPA_SLOT_DROP)) return 0;
+    }
+    return 1;
+}
+
+/* Send RDMASLOTDROP for the slots of bitmap (if any) to the replicas and
+ * AOF, ASYNC if lazyfree-lazy-server-del (as the DELs it replaces would
+ * have been UNLINKs). Between migPropagateBegin() and migPropagateEnd(). */
+void migPropagateSlotDrop(const unsigned char *bitmap) {
+    sds *ranges = NULL;
+    int n = 0;
+
+    migAppendRanges(bitmap, &ranges, &n);
+    if (n == 0) return;
+    robj **argv = zmalloc(sizeof(robj *) * (n + 2));
+    argv[0] = createStringObject("RDMASLOTDROP", 12);
+    argv[1] = createStringObject(server.lazyfree_lazy_server_del ? "ASYNC" : "SYNC",
+                                 server.lazyfree_lazy_server_del ? 5 : 4);
+    for (int j = 0; j < n; j++) argv[j + 2] = createObject(OBJ_STRING, ranges[j]);
+    zfree(ranges);      /* The sds now belong to argv's objects. */
+    alsoPropagate(0, argv, n + 2, PROPAGATE_AOF | PROPAGATE_REPL);
+    propagatePendingCommands();
+    migSlotDropEnd = server.master_repl_offset;
+    for (int j = 0; j < n + 2; j++) decrRefCount(argv[j]);
+    zfree(argv);
+}
+
+/* RDMASLOTDROP <SYNC|ASYNC> <slot|start-end>...: delete every key of the
+ * slots, ASYNC freeing values on the lazyfree thread as UNLINK does. Only
+ * a master (to its replicas) and the AOF send it: a client could drop
+ * a slot the node serves, or a master's replicas would miss keys it has,
+ * so clients are refused. The arguments are checked before anything is
+ * deleted. No ownership check: a replica's view of the slots may lag its
+ * master's, and at AOF load the slots' owners are those of the end of the
+ * file, not of this point of it. */
+void rdmaSlotDropCommand(client *c) {
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    redisDb *db = &server.db[0];
+    long long deleted = 0;
+    int count, lazy;
+
+    if (!mustObeyClient(c)) {
+        addReplyError(c, "RDMASLOTDROP is internal: a slot migration's donor "
+                         "sends it to its replicas and AOF; to delete keys, use DEL or UNLINK");
+        return;
+    }
+    if (!server.cluster_enabled) {
+        addReplyError(c, "RDMASLOTDROP needs cluster mode (this node has "
+                         "cluster support disabled)");
+        return;
+    }
+    if (!strcasecmp(c->argv[1]->ptr, "sync")) {
+        lazy = 0;
+    } else if (!strcasecmp(c->argv[1]->ptr, "async")) {
+        lazy = 1;
+    } else {
+        addReplyErrorFormat(c, "RDMASLOTDROP: invalid mode '%.64s': use SYNC or ASYNC",
+                            (char *)c->argv[1]->ptr);
+        return;
+    }
+    if (c->db->id != 0) {
+        addReplyError(c, "RDMASLOTDROP: slots live in database 0 (cluster mode)");
+        return;
+    }
+    if (migParseSlots(c, 2, c->argc, bitmap, &count) == C_ERR) return;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        dictEntry *de;
+        if (!migSlotIsSet(bitmap, slot)) continue;
+        migDelAhead ahead;
+        while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
+            /* Prefetches only: the hash is not passed on, as a delete
+             * may run modules' callbacks. */
+            migDelLookahead(db->dict, de, &ahead);
+            migDeleteKey(db, slot, de, lazy ? MIG_DEL_LAZY : MIG_DEL_SYNC, NULL, 0);
+            deleted++;
+        }
+        migReleaseIfEmpty(slot);
+    }
+    /* A replica's own AOF takes the command (call() propagates what
+     * changed the dataset: migDeleteKey() counts it); its replicas get it
+     * in the master's stream. Remember where it ends, for their PSYNC
+     * after a promotion. */
+    if (c->flags & CLIENT_MASTER && c->read_reploff > migSlotDropEnd)
+        migSlotDropEnd = c->read_reploff;
+    addReplyLongLong(c, deleted);
+}
+
+/* replication.c, masterTryPartialResynchronization(): a replica that does
+ * not understand RDMASLOTDROP may continue from psync_offset only if the
+ * backlog from there holds none. Else it gets a full resync (logged). */
+int migrationPsyncAllowed(client *c, long long psync_offset) {
+    if (c->slave_capa & SLAVE_CAPA_SLOT_DROP || psync_offset >= migSlotDropEnd) return 1;
+    serverLog(LL_NOTICE, "Partial resynchronization not accepted: replica %s "
+              "does not understand RDMASLOTDROP (REPLCONF capa rdma-slot-drop), "
+              "which the backlog from its offset %lld holds (up to %lld)",
+              replicationGetSlaveName(c), psync_offset, migSlotDropEnd);
+    return 0;
 }
 
 /* ============================= Recorded writes ============================ */
@@ -921,7 +1080,7 @@ void migrationDropStaleCopies(void) {
             migrationImportsSlot(slot))) continue;
         dictEntry *de;
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
-            migDeleteKey(db, slot, de, MIG_DEL_SYNC, NULL);
+            migDeleteKey(db, slot, de, MIG_DEL_SYNC, NULL, 1);
             dropped++;
         }
         migReleaseIfEmpty(slot);

@@ -409,7 +409,20 @@ void migBlock(client *c);
 int migClientsPaused(void);
 int migPropagateBegin(void);
 void migPropagateEnd(int prev);
-void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash);
+void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t *hash,
+                  int propagate);
+/* While one key of a slot's list is deleted, the next ones' memory is
+ * asked for (the next key's hash is computed: it may be passed on only
+ * when nothing but an unlink runs). */
+typedef struct migDelAhead {
+    dictEntry *de;              /* The next key to delete... */
+    uint64_t hash;              /* ...and its hash. */
+} migDelAhead;
+void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la);
+/* RDMASLOTDROP for a batch of deleted slots instead of their keys' DELs,
+ * if every replica attached understands it. */
+int migSlotDropUsable(void);
+void migPropagateSlotDrop(const unsigned char *bitmap);
 migSlot *migSlotEntry(migSession *s, int slot);
 int migLazyfreeBarrierPassed(migSession *s, int purge);
 void migUnpinAll(migSession *s);

@@ -364,6 +364,34 @@ proc mg_wait_import_over {} {
     }
 }
 
+# A donor (node donor, with replica node replica) killed while its
+# migration from the deferring client rd runs past its handover, and its
+# replica taking over (TAKEOVER: with one master left, no vote). Node 0
+# is the recipient.
+proc mg_kill_donor_takeover {donor replica rd} {
+    exec kill -9 [srv -$donor pid]
+    catch {$rd read}
+    catch {$rd close}
+    mg_wait_idle 0
+    assert_equal OK [R $replica cluster failover takeover]
+    wait_for_condition 100 100 {
+        [s -$replica role] eq {master}
+    } else {
+        fail "node $replica did not take over from node $donor"
+    }
+}
+
+# Node n restarted (from its RDB or AOF), as a replica now, in sync.
+proc mg_restart_as_replica {n} {
+    restart_server -$n true false
+    mg_fast_clients
+    wait_for_condition 100 100 {
+        [s -$n role] eq {slave} && [s -$n master_link_status] eq {up}
+    } else {
+        fail "node $n did not turn into a replica"
+    }
+}
+
 # appendonly yes|no on node n, kept over a restart (CONFIG REWRITE); with
 # yes, once its first AOF is written.
 proc mg_appendonly {n yesno} {

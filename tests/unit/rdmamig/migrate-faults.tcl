@@ -747,26 +747,11 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             fail "node 1 does not see node 0 own the slots: [mg_slot_owner 1 [lindex [mg_expand $F] 0]]"
         }
         mg_assert_counts 1 [mg_expected_counts $F $fkeys]
-        exec kill -9 [srv -3 pid]
-        catch {$rd read}
-        catch {$rd close}
-        mg_wait_idle 0
-        assert_equal OK [R 1 cluster failover takeover]
-        wait_for_condition 100 100 {
-            [s -1 role] eq {master}
-        } else {
-            fail "node 1 did not take over from node 3"
-        }
+        mg_kill_donor_takeover 3 1 $rd
         mg_assert_counts 1 $zeros
         assert_equal {} [mg_open_slots 1]
         assert_equal 1 [count_log_message -1 "Slot migration: deleted [llength $fkeys] stale keys of "]
-        restart_server -3 true false
-        mg_fast_clients
-        wait_for_condition 100 100 {
-            [s -3 role] eq {slave} && [s -3 master_link_status] eq {up}
-        } else {
-            fail "node 3 did not turn into a replica"
-        }
+        mg_restart_as_replica 3
         mg_wait_converged
         mg_assert_owner 0 $F
         mg_assert_keys 0 $snap

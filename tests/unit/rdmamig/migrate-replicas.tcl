@@ -1,0 +1,264 @@
+# RDMAMIGRATESLOTS (src/migdonor.c's delete; src/migsession.c, "Dropping
+# slots on replicas and AOF"): the donor's replicas and AOF drop the moved
+# slots with one RDMASLOTDROP per delete slice, not a DEL per key.
+#
+# Node 2 replicates node 0, node 3 node 1. After a migration the donor's
+# replica holds none of the moved keys and the digest of its master; it
+# ran no DEL or UNLINK, and as many RDMASLOTDROP as the donor wrote to its
+# AOF, whose ranges are exactly the migration's (SYNC, or ASYNC with
+# lazyfree-lazy-server-del yes). The donor restarted from that AOF has
+# none of the keys, without the startup's stale-copy cleanup, and so after
+# an AOF rewrite. A replica that did not announce "REPLCONF capa
+# rdma-slot-drop" (a raw SYNC, as an older build's replica) makes the
+# donor send a DEL per key again; such a replica gets no partial resync
+# over an RDMASLOTDROP in the backlog, one that announced it does. Clients
+# (and scripts) calling RDMASLOTDROP get an error and nothing changes. A
+# donor killed in its delete: its replica, promoted, holds none of the
+# moved keys, and the donor drops its own at its restart.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+# Calls of command cmd on node n (INFO commandstats; 0 if never called).
+proc rs_calls {n cmd} {
+    if {[regexp "cmdstat_$cmd:calls=(\[0-9\]+)" [R $n info commandstats] -> calls]} {
+        return $calls
+    }
+    return 0
+}
+
+# The RDMASLOTDROP commands in node n's AOF increments, oldest first, each
+# as the list of its arguments after the name.
+proc rs_aof_slotdrops {n} {
+    set dir [lindex [R $n config get dir] 1]
+    set adir [lindex [R $n config get appenddirname] 1]
+    set drops {}
+    set name "\$12\r\nRDMASLOTDROP\r\n"
+    foreach f [lsort -dictionary [glob -nocomplain $dir/$adir/*.incr.aof]] {
+        set fd [open $f rb]
+        set data [read $fd]
+        close $fd
+        set pos 0
+        while {[set i [string first $name $data $pos]] >= 0} {
+            set hdr [string range $data [expr {$i - 8}] [expr {$i - 1}]]
+            if {![regexp {\*([0-9]+)\r\n$} $hdr -> argc]} { fail "AOF $f: no array header before RDMASLOTDROP" }
+            set p [expr {$i + [string length $name]}]
+            set args {}
+            for {set a 1} {$a < $argc} {incr a} {
+                set e [string first "\r\n" $data $p]
+                set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+                lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
+                set p [expr {$e + 4 + $len}]
+            }
+            lappend drops $args
+            set pos $p
+        }
+    }
+    return $drops
+}
+
+# The slots the RDMASLOTDROP commands drops name, sorted, each once.
+proc rs_drop_slots {drops} {
+    set slots {}
+    foreach d $drops { lappend slots {*}[mg_expand [lrange $d 1 end]] }
+    lsort -integer -unique $slots
+}
+
+start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+    set F {100-399 1000-1199}
+    set Fset [mg_slotset $F]
+    mg_fast_clients
+    wait_for_condition 100 100 {
+        [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
+    } else {
+        fail "replicas not in sync"
+    }
+    mg_appendonly 0 yes
+    mg_appendonly 1 yes
+
+    test {RDMASLOTDROP: the donor's replica drops the moved slots with one command per delete slice, no DEL} {
+        set fkeys [mg_fill 0 f 600 $Fset]
+        mg_fill 0 k 100 [mg_slotset 2000-8191]
+        mg_fill 1 r 100 [mg_slotset 8192-16383]
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        set snap [mg_snapshot 0 $fkeys]
+        set del [rs_calls 2 del]
+        set unlink [rs_calls 2 unlink]
+        set drop [rs_calls 2 rdmaslotdrop]
+        set aof [llength [rs_aof_slotdrops 0]]
+        set reply [mg_migrate 0 1 $F]
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 1 $snap
+        mg_assert_replicas_equal
+        mg_assert_absent 2 $fkeys
+        mg_assert_counts 2 [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+        assert_equal $del [rs_calls 2 del]
+        assert_equal $unlink [rs_calls 2 unlink]
+        set drops [lrange [rs_aof_slotdrops 0] $aof end]
+        set n [llength $drops]
+        # One per slice of 500 us: a handful for 600 keys, never one per key.
+        assert {$n >= 1 && $n < 60}
+        assert_equal [expr {$drop + $n}] [rs_calls 2 rdmaslotdrop]
+        assert_equal [lsort -integer [mg_expand $F]] [rs_drop_slots $drops]
+        foreach d $drops { assert_equal SYNC [lindex $d 0] }
+        # Slot by slot in order: the first names the migration's first slot.
+        assert_equal 100 [lindex [split [lindex $drops 0 1] -] 0]
+        mg_cluster_check 0
+    }
+
+    test {RDMASLOTDROP: the donor restarted from its AOF holds none of the moved keys, and so after an AOF rewrite} {
+        set digest [R 0 debug digest]
+        set size [R 0 dbsize]
+        restart_server 0 true false
+        mg_fast_clients
+        assert_equal $size [R 0 dbsize]
+        assert_equal $digest [R 0 debug digest]
+        mg_assert_absent 0 $fkeys
+        # The AOF dropped them, not the startup's cleanup of stale copies.
+        assert_equal 0 [count_log_message 0 "Slot migration: deleted"]
+        R 0 bgrewriteaof
+        waitForBgrewriteaof [Rn 0]
+        assert_equal {} [rs_aof_slotdrops 0]
+        restart_server 0 true false
+        mg_fast_clients
+        assert_equal $digest [R 0 debug digest]
+        assert_equal 0 [count_log_message 0 "Slot migration: deleted"]
+        wait_for_condition 100 100 {
+            [s -2 master_link_status] eq {up}
+        } else {
+            fail "node 2 did not reconnect to node 0"
+        }
+        mg_wait_converged
+        mg_assert_replicas_equal
+    }
+
+    test {RDMASLOTDROP: ASYNC with lazyfree-lazy-server-del yes} {
+        R 1 config set lazyfree-lazy-server-del yes
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set del [rs_calls 3 del]
+        set unlink [rs_calls 3 unlink]
+        set drop [rs_calls 3 rdmaslotdrop]
+        set aof [llength [rs_aof_slotdrops 1]]
+        set snap [mg_snapshot 1 $fkeys]
+        set ofs1 [s -1 master_repl_offset]
+        set replid1 [s -1 master_replid]
+        mg_migrate 1 0 $F
+        mg_assert_keys 0 $snap
+        mg_assert_replicas_equal
+        mg_assert_absent 3 $fkeys
+        assert_equal $del [rs_calls 3 del]
+        assert_equal $unlink [rs_calls 3 unlink]
+        set drops [lrange [rs_aof_slotdrops 1] $aof end]
+        assert {[llength $drops] >= 1}
+        assert_equal [expr {$drop + [llength $drops]}] [rs_calls 3 rdmaslotdrop]
+        assert_equal [lsort -integer [mg_expand $F]] [rs_drop_slots $drops]
+        foreach d $drops { assert_equal ASYNC [lindex $d 0] }
+        R 1 config set lazyfree-lazy-server-del no
+        mg_wait_converged
+    }
+
+    # Node 1's backlog holds the RDMASLOTDROP of the previous test, after
+    # $ofs1: a PSYNC from before it without the capability gets a full
+    # resync; with it, or from after it, the replica continues.
+    test {RDMASLOTDROP: no partial resync over it in the backlog for a replica without capa rdma-slot-drop} {
+        set now [s -1 master_repl_offset]
+        foreach {capa from want} [list {eof psync2} [expr {$ofs1 + 1}] FULLRESYNC \
+                                      {eof psync2 rdma-slot-drop} [expr {$ofs1 + 1}] CONTINUE \
+                                      {eof psync2} [expr {$now + 1}] CONTINUE] {
+            set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
+            $rr replconf listening-port 1
+            set argv {}
+            foreach c $capa { lappend argv capa $c }
+            $rr replconf {*}$argv
+            $rr write "PSYNC $replid1 $from\r\n"
+            $rr flush
+            set line [$rr read]
+            $rr close
+            assert_match "$want*" $line
+        }
+        assert_equal 1 [count_log_message -1 "does not understand RDMASLOTDROP"]
+        mg_wait_converged
+    }
+
+    test {RDMASLOTDROP: a replica without the capability (a raw SYNC) gets a DEL per key again} {
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        set del [rs_calls 2 del]
+        set drop [rs_calls 2 rdmaslotdrop]
+        set nkeys [llength [mg_keys_in $fkeys $Fset]]
+        set repl [attach_to_replication_stream]
+        set reply [mg_migrate 0 1 $F]
+        mg_assert_reply $reply [llength [mg_expand $F]] $nkeys
+        mg_assert_replicas_equal
+        mg_assert_absent 2 $fkeys
+        assert_equal [expr {$del + $nkeys}] [rs_calls 2 del]
+        assert_equal $drop [rs_calls 2 rdmaslotdrop]
+        close_replication_stream $repl
+        R 0 config set repl-ping-replica-period 10
+        mg_wait_converged
+    }
+
+    test {RDMASLOTDROP from a client or a script is refused, nothing changes} {
+        # Node 1 holds the keys of F now.
+        set k [lindex $fkeys 0]
+        foreach n {1 3} {
+            set before($n) [R $n debug digest]
+        }
+        foreach args {{sync 100} {async 0-16383} {bogus 100} {sync 99999} {sync 100-50} {sync x}} {
+            assert_error {*RDMASLOTDROP is internal*} {R 1 rdmaslotdrop {*}$args}
+        }
+        assert_error {*wrong number of arguments*} {R 1 rdmaslotdrop sync}
+        assert_error {*not allowed from script*} {R 1 eval {return redis.call('rdmaslotdrop','sync','100-399')} 0}
+        # On a replica: refused too (READONLY first, or ours).
+        assert_error {*} {R 3 rdmaslotdrop sync 100-399}
+        R 1 multi
+        R 1 rdmaslotdrop sync 100-399
+        assert_error {*RDMASLOTDROP is internal*} {R 1 exec}
+        foreach n {1 3} {
+            assert_equal $before($n) [R $n debug digest]
+        }
+        assert_equal 1 [R 1 exists $k]
+    }
+
+    # Node 1 gives F (slot 100 with 100k keys: many delete slices) to node
+    # 0 and is killed in its delete, once it deleted keys of slot 100 (its
+    # writes paused first, so that its slices wait; when it is caught with
+    # keys of slot 100 left, node 3 has dropped the slot whole already,
+    # ahead of its master). Node 3
+    # takes over without a key of F (what it had not dropped yet, it drops
+    # at once); node 1 comes back, drops its stale copies at startup and
+    # replicates node 3.
+    test {RDMASLOTDROP: the donor killed in its delete, its replica takes over without the slots' stale keys} {
+        set tag [mg_tag [mg_slotset 100]]
+        R 1 eval {for i = 1, 100000 do redis.call('set', '{' .. KEYS[1] .. '}:' .. i, i) end} 1 $tag
+        set big [R 1 cluster countkeysinslot 100]
+        set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
+        dict set zeros 100 0
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set rd [mg_migrate_deferred 1 0 $F]
+        # The donor's delete began with slot 100 (its first slot): each
+        # slice that deleted keys of it ended with an RDMASLOTDROP naming it.
+        wait_for_condition 5000 1 {
+            [R 1 cluster countkeysinslot 100] < $big
+        } else {
+            fail "node 1 did not start its delete"
+        }
+        R 1 client pause 60000 write
+        set left [R 1 cluster countkeysinslot 100]
+        if {$left > 0} {
+            # Caught in the slot: the replica dropped it whole already.
+            wait_for_ofs_sync [Rn 1] [Rn 3]
+            assert_equal 0 [R 3 cluster countkeysinslot 100]
+        }
+        mg_kill_donor_takeover 1 3 $rd
+        mg_assert_counts 3 $zeros
+        mg_assert_absent 3 $fkeys
+        mg_restart_as_replica 1
+        mg_wait_converged
+        mg_assert_owner 0 $F
+        assert_equal $big [R 0 cluster countkeysinslot 100]
+        mg_assert_counts 1 $zeros
+        wait_for_ofs_sync [Rn 3] [Rn 1]
+        assert_equal [R 3 debug digest] [R 1 debug digest]
+        mg_cluster_check 0
+    }
+}
