@@ -398,6 +398,52 @@ void migrationClientUnblocked(client *c) {
     if (s->r.done_client == c) s->r.done_client = NULL;
 }
 
+/* RDMASLOTDROP <SYNC|ASYNC> <slot|start-end>...: delete every key of the
+ * slots, ASYNC freeing values on the lazyfree thread as UNLINK does. Only
+ * a master (to its replicas) and the AOF send it: a client could drop
+ * a slot the node serves, or a master's replicas would miss keys it has,
+ * so clients are refused. The arguments are checked before anything is
+ * deleted. No ownership check: a replica's view of the slots may lag its
+ * master's, and at AOF load the slots' owners are those of the end of the
+ * file, not of this point of it. */
+void rdmaSlotDropCommand(client *c) {
+    unsigned char bitmap[CLUSTER_SLOTS / 8];
+    long long deleted;
+    int count, lazy;
+
+    if (!mustObeyClient(c)) {
+        addReplyError(c, "RDMASLOTDROP is internal: a slot migration's donor "
+                         "sends it to its replicas and AOF; to delete keys, use DEL or UNLINK");
+        return;
+    }
+    if (!server.cluster_enabled) {
+        addReplyError(c, "RDMASLOTDROP needs cluster mode (this node has "
+                         "cluster support disabled)");
+        return;
+    }
+    if (!strcasecmp(c->argv[1]->ptr, "sync")) {
+        lazy = 0;
+    } else if (!strcasecmp(c->argv[1]->ptr, "async")) {
+        lazy = 1;
+    } else {
+        addReplyErrorFormat(c, "RDMASLOTDROP: invalid mode '%.64s': use SYNC or ASYNC",
+                            (char *)c->argv[1]->ptr);
+        return;
+    }
+    if (c->db->id != 0) {
+        addReplyError(c, "RDMASLOTDROP: slots live in database 0 (cluster mode)");
+        return;
+    }
+    if (clusterParseSlotRanges(c, 2, c->argc, bitmap, &count) == C_ERR) return;
+    deleted = migDropSlots(bitmap, lazy);
+    /* A replica's own AOF takes the command (call() propagates what
+     * changed the dataset: migDeleteKey() counts it); its replicas get it
+     * in the master's stream. Remember where it ends, for their PSYNC
+     * after a promotion. */
+    if (c->flags & CLIENT_MASTER) migSlotDropApplied(c->read_reploff);
+    addReplyLongLong(c, deleted);
+}
+
 /* CLIENT UNBLOCK of a migration's caller: it stops waiting, the migration
  * goes on. */
 void migrationReplyUnblocked(client *c) {

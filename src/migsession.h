@@ -423,6 +423,10 @@ void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la);
  * if every replica attached understands it. */
 int migSlotDropUsable(void);
 void migPropagateSlotDrop(const unsigned char *bitmap);
+/* RDMASLOTDROP's work on a replica or at AOF load (migration.c has the
+ * command), and where the last one applied ended in the master's stream. */
+long long migDropSlots(const unsigned char *bitmap, int lazy);
+void migSlotDropApplied(long long reploff);
 migSlot *migSlotEntry(migSession *s, int slot);
 int migLazyfreeBarrierPassed(migSession *s, int purge);
 void migUnpinAll(migSession *s);
