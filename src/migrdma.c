@@ -229,7 +229,8 @@ static int migRdmaGetEvent(struct rdma_event_channel *ec, int64_t deadline,
 
 /* ================================ Listener ================================ */
 
-static int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err) {
+static int migRdmaListen(migListener *l, const char *bindaddr, int port,
+                         char *err) {
     struct sockaddr_storage ss;
     migRdmaListener *rl;
 
@@ -689,7 +690,8 @@ drop:
 /* Wait for a donor: every connection request is answered in turn, and
  * one refused or never completed leaves the listener waiting for the
  * next, until the wait ends. */
-static migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
+static migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs,
+                              char *err) {
     migRdmaListener *rl = l->rdma;
     int64_t deadline = migNowMs() + waitMs;
     struct rdma_cm_event *ev;
@@ -899,7 +901,8 @@ static int migRdmaRegisterSend(migConn *c, char *err) {
 /* Post the segments as chains of RDMA WRITEs (see the worked example at the
  * top), then wait until every chain completed: on return the data is placed
  * in the recipient's memory and the local blocks may change again. */
-static int migRdmaWrite(migConn *c, const migSegment *segs, size_t n, char *err) {
+static int migRdmaWrite(migConn *c, const migSegment *segs, size_t n,
+                        char *err) {
     migRdmaConn *r = R(c);
     uint32_t sq = r->cap.max_send_wr;
     uint32_t limit = sq > 1 ? sq / 2 : 1;
