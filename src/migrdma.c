@@ -1192,7 +1192,7 @@ const migTransportOps migRdmaOps = {
     .waitTransfer = migRdmaWaitTransfer,
     .write = migRdmaWrite,
     .finish = migRdmaFinish,
-    .close = migRdmaClose,
+    .closeConn = migRdmaClose,
 };
 
 int migRdmaCompiled(void) {

@@ -1068,5 +1068,5 @@ const migTransportOps migTcpOps = {
     .waitTransfer = migTcpWaitTransfer,
     .write = migTcpWrite,
     .finish = migTcpFinish,
-    .close = migTcpClose,
+    .closeConn = migTcpClose,
 };

@@ -664,6 +664,6 @@ void migGetStats(const migConn *c, migStats *out) {
 
 void migClose(migConn *c) {
     if (c == NULL) return;
-    c->ops->close(c);
+    c->ops->closeConn(c);
     migFreeConnCommon(c);
 }

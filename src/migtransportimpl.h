@@ -53,8 +53,10 @@ typedef struct migTransportOps {
     /* The segments were checked against both registrations. */
     int (*write)(migConn *c, const migSegment *segs, size_t n, char *err);
     int (*finish)(migConn *c, char *err);
-    /* Release the transport's part of c (not c itself). */
-    void (*close)(migConn *c);
+    /* Release the transport's part of c (not c itself). Not named close:
+     * the fuzz build's seam (tests/fuzz/fakeio.h) turns every "close("
+     * of the transport's files into its own. */
+    void (*closeConn)(migConn *c);
 } migTransportOps;
 
 extern const migTransportOps migTcpOps;         /* migtcp.c */
