@@ -1,10 +1,13 @@
 /* migrdma.c -- block transport of slot migration: the RDMA implementation.
  *
- * Compiled only with USE_RDMA (BUILD_RDMA, src/rdmamig.mk); migtransport.c
- * dispatches here for connections of kind MIG_KIND_RDMA and answers every
- * RDMA request with a clear error when this file is not built in. The
- * interface is described in migtransport.h; tests/tools/rdmasmoke.c is the smoke
- * test this grew from.
+ * migRdmaOps: the facade (migtransport.c) calls it for listeners and
+ * connections of kind MIG_KIND_RDMA, and tries it first for "auto". Built
+ * with USE_RDMA (BUILD_RDMA, src/rdmamig.mk); without it this file holds
+ * only a migRdmaOps that refuses to listen or connect with a clear error
+ * saying the build has no RDMA support (and "auto" then uses TCP). The
+ * interface is described in migtransport.h, what the transports share in
+ * migtransportimpl.h; tests/tools/rdmasmoke.c is the smoke test this grew
+ * from.
  *
  * Protocol (librdmacm, one RC queue pair, RDMA_PS_TCP port space):
  *
@@ -62,13 +65,12 @@
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
-#ifdef USE_RDMA
-
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#define MIGTRANSPORT_INTERNAL
-#include "migtransport.h"
+#include "migtransportimpl.h"
+
+#ifdef USE_RDMA
 
 #include <arpa/inet.h>
 #include <endian.h>
@@ -227,7 +229,8 @@ static int migRdmaGetEvent(struct rdma_event_channel *ec, int64_t deadline,
 
 /* ================================ Listener ================================ */
 
-int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err) {
+static int migRdmaListen(migListener *l, const char *bindaddr, int port,
+                         char *err) {
     struct sockaddr_storage ss;
     migRdmaListener *rl;
 
@@ -276,7 +279,7 @@ fail:
     return -1;
 }
 
-void migRdmaCloseListener(migListener *l) {
+static void migRdmaCloseListener(migListener *l) {
     migRdmaListener *rl = l->rdma;
     if (rl == NULL) return;
     if (rl->id) rdma_destroy_id(rl->id);
@@ -564,7 +567,7 @@ static int migRdmaWaitGot(migConn *c, uint32_t mask, int64_t deadline,
 /* ============================ Connection setup =========================== */
 
 static migConn *migRdmaNewConn(int donor, int timeoutMs, char *err) {
-    migConn *c = migNewConn(MIG_KIND_RDMA, donor, timeoutMs);
+    migConn *c = migNewConn(&migRdmaOps, donor, timeoutMs);
     if (c == NULL || (c->rdma = calloc(1, sizeof(migRdmaConn))) == NULL) {
         if (c) migFreeConnCommon(c);
         migSetError(err, "rdma: out of memory");
@@ -687,7 +690,8 @@ drop:
 /* Wait for a donor: every connection request is answered in turn, and
  * one refused or never completed leaves the listener waiting for the
  * next, until the wait ends. */
-migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
+static migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs,
+                              char *err) {
     migRdmaListener *rl = l->rdma;
     int64_t deadline = migNowMs() + waitMs;
     struct rdma_cm_event *ev;
@@ -713,16 +717,15 @@ migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err) {
     }
 }
 
-migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,
-                        const char *bindaddr, int timeoutMs, int *noListener,
-                        char *err) {
+static migConn *migRdmaConnect(const char *host, int port,
+                               const uint8_t *token, const char *bindaddr,
+                               int timeoutMs, char *err) {
     int64_t deadline = migNowMs() + timeoutMs;
     struct sockaddr_storage dst, src;
     struct rdma_cm_event *ev;
     enum rdma_cm_event_type t;
     int status;
 
-    *noListener = 0;
     if (!migRdmaHaveDevice(err)) return NULL;
     if (migRdmaSockaddr(host, port, &dst, err, "destination")) return NULL;
     if (bindaddr && *bindaddr &&
@@ -809,7 +812,6 @@ migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,
             migSetError(err, "rdma: token mismatch: %s refused our token",
                         c->peer);
         } else {
-            *noListener = 1;
             migSetError(err, "rdma: connect to %s rejected (no listener; "
                         "status %d)", c->peer, status);
         }
@@ -856,7 +858,7 @@ static int migRdmaRegisterBlocks(migConn *c, int access, char *err) {
     return 0;
 }
 
-int migRdmaRegisterRecv(migConn *c, migBlockDesc out[], char *err) {
+static int migRdmaRegisterRecv(migConn *c, migBlockDesc out[], char *err) {
     migRdmaConn *r = R(c);
     if (migRdmaRegisterBlocks(c, IBV_ACCESS_LOCAL_WRITE |
                               IBV_ACCESS_REMOTE_WRITE, err)) return -1;
@@ -888,7 +890,7 @@ int migRdmaRegisterRecv(migConn *c, migBlockDesc out[], char *err) {
     return 0;
 }
 
-int migRdmaRegisterSend(migConn *c, char *err) {
+static int migRdmaRegisterSend(migConn *c, char *err) {
     /* No access flag: the NIC may read these pages for our own WRITEs,
      * nobody may touch them remotely. */
     return migRdmaRegisterBlocks(c, 0, err);
@@ -899,7 +901,8 @@ int migRdmaRegisterSend(migConn *c, char *err) {
 /* Post the segments as chains of RDMA WRITEs (see the worked example at the
  * top), then wait until every chain completed: on return the data is placed
  * in the recipient's memory and the local blocks may change again. */
-int migRdmaWrite(migConn *c, const migSegment *segs, size_t n, char *err) {
+static int migRdmaWrite(migConn *c, const migSegment *segs, size_t n,
+                        char *err) {
     migRdmaConn *r = R(c);
     uint32_t sq = r->cap.max_send_wr;
     uint32_t limit = sq > 1 ? sq / 2 : 1;
@@ -1005,7 +1008,7 @@ out:
 
 /* ================================ Finish ================================= */
 
-int migRdmaFinish(migConn *c, char *err) {
+static int migRdmaFinish(migConn *c, char *err) {
     migRdmaConn *r = R(c);
     int64_t deadline = migNowMs() + c->timeoutMs;
     uint32_t n = c->blockBytesLen;
@@ -1078,7 +1081,7 @@ static int migRdmaSendVerdict(migConn *c, uint32_t status, const char *why,
                           c->timeoutMs, "the VERDICT to be sent", err);
 }
 
-int migRdmaWaitTransfer(migConn *c, int timeoutMs, char *err) {
+static int migRdmaWaitTransfer(migConn *c, int timeoutMs, char *err) {
     migRdmaConn *r = R(c);
     int64_t deadline = migNowMs() + timeoutMs;
     char why[MIG_ERR_LEN];
@@ -1138,7 +1141,7 @@ bad:
 /* Disconnect (bounded wait for DISCONNECTED), then free in reverse order of
  * setup, skipping what was never built: QP, every MR, CQ, channel, PD, id,
  * event channel. Works from any half-built state. */
-void migRdmaClose(migConn *c) {
+static void migRdmaClose(migConn *c) {
     migRdmaConn *r = R(c);
     if (r == NULL) return;
     if (r->established && r->id) {
@@ -1178,8 +1181,60 @@ void migRdmaClose(migConn *c) {
     c->rdma = NULL;
 }
 
+const migTransportOps migRdmaOps = {
+    .kind = MIG_KIND_RDMA,
+    .listen = migRdmaListen,
+    .accept = migRdmaAccept,
+    .closeListener = migRdmaCloseListener,
+    .connect = migRdmaConnect,
+    .registerRecv = migRdmaRegisterRecv,
+    .registerSend = migRdmaRegisterSend,
+    .waitTransfer = migRdmaWaitTransfer,
+    .write = migRdmaWrite,
+    .finish = migRdmaFinish,
+    .closeConn = migRdmaClose,
+};
+
+int migRdmaCompiled(void) {
+    return 1;
+}
+
 #else
-/* Without USE_RDMA this file is empty: migtransport.c answers every RDMA
- * request with an error saying the build has no RDMA support. */
-typedef int migRdmaNotBuilt;
+/* Without USE_RDMA: every RDMA listen or connect fails with this error,
+ * so that "rdma" says why, and "auto" falls back to TCP with it as the
+ * note. No RDMA listener or connection ever exists, so the other
+ * operations are never called. */
+static const char *migNoRdma = "rdma: this build has no RDMA support "
+    "(built with BUILD_RDMA=no, or without libibverbs-dev/librdmacm-dev)";
+
+static int migRdmaNoListen(migListener *l, const char *bindaddr, int port,
+                           char *err) {
+    (void)l;
+    (void)bindaddr;
+    (void)port;
+    migSetError(err, "%s", migNoRdma);
+    return -1;
+}
+
+static migConn *migRdmaNoConnect(const char *host, int port,
+                                 const uint8_t *token, const char *bindaddr,
+                                 int timeoutMs, char *err) {
+    (void)host;
+    (void)port;
+    (void)token;
+    (void)bindaddr;
+    (void)timeoutMs;
+    migSetError(err, "%s", migNoRdma);
+    return NULL;
+}
+
+const migTransportOps migRdmaOps = {
+    .kind = MIG_KIND_RDMA,
+    .listen = migRdmaNoListen,
+    .connect = migRdmaNoConnect,
+};
+
+int migRdmaCompiled(void) {
+    return 0;
+}
 #endif /* USE_RDMA */

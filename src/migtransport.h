@@ -5,7 +5,9 @@
  * RC queue pair set up with librdmacm, one-sided RDMA WRITEs) or TCP
  * (writev() from the donor's blocks, read straight into the recipient's
  * blocks). Both implementations sit behind the functions below; a caller
- * never needs to know which one it got, except to report it.
+ * never needs to know which one it got, except to report it. (Behind
+ * them: migtransport.c, the facade; migtcp.c and migrdma.c, the two
+ * transports; migtransportimpl.h, what those three share.)
  *
  * Sequence (the Redis protocol around it, docs/DESIGN.md "The protocol", carries the
  * port, the token and the block descriptors between the two nodes):
@@ -270,99 +272,5 @@ typedef struct migWireRecord {
                          * VERDICT: error text bytes */
     uint64_t digest;    /* DONE: digest of the (block, offset, length) list */
 } migWireRecord;
-
-/* ------------------------ Internal (two .c files) ----------------------- */
-#ifdef MIGTRANSPORT_INTERNAL
-#include <stdarg.h>
-
-typedef struct migBlock {
-    unsigned char *addr;
-    uint64_t len;
-    void *mr;                   /* RDMA: struct ibv_mr * */
-} migBlock;
-
-struct migListener {
-    migKind kind;
-    int port;
-    uint8_t token[MIG_TOKEN_LEN];
-    char bindaddr[64];
-    char note[MIG_ERR_LEN];     /* why auto fell back to TCP */
-    int accepted;               /* has handed out its one connection */
-    uint64_t refused;           /* peers dropped (atomic: read by others) */
-    char lastRefusal[MIG_ERR_LEN];      /* why the last one was */
-    int fd;                     /* TCP */
-    struct migTcpPending *pending;      /* TCP: handshakes, oldest first */
-    int npending;
-    void *rdma;                 /* RDMA: migRdmaListener */
-};
-
-struct migConn {
-    migKind kind;
-    int donor;                  /* 1: donor end, 0: recipient end */
-    int timeoutMs;              /* I/O timeout */
-    char peer[80];
-    char note[MIG_ERR_LEN];     /* why auto fell back to TCP */
-    migStats stats;
-    migOptions opts;
-    int finished;               /* migFinish/migWaitTransfer succeeded */
-    /* Registered blocks: the recipient's, or the donor's send blocks, and
-     * their indexes in address order (migFindSendBlock). */
-    migBlock *blocks;
-    uint32_t nblocks;
-    struct migBlockAddr *byAddr;
-    int registered;
-    /* Summary of what was written: per remote block bytes, segments, and
-     * the digest of the extent list. The donor builds it as it writes; a
-     * TCP recipient as it receives; an RDMA recipient takes the donor's. */
-    uint64_t *blockBytes;
-    uint32_t blockBytesLen;
-    uint64_t digest;
-    /* migWatchBlocks(): each block's byte count, and whom to tell. */
-    uint64_t *watchExpect;
-    migBlockDoneFn *watchDone;
-    void *watchCtx;
-    int fd;                     /* TCP */
-    void *rdma;                 /* RDMA: migRdmaConn */
-};
-
-void migSetError(char *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-void migListenerRefuse(migListener *l, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-int64_t migNowMs(void);
-uint64_t migDigestInit(void);
-uint64_t migDigestExtent(uint64_t h, uint32_t block, uint64_t off, uint64_t len);
-int migAccountExtent(migConn *c, uint32_t block, uint64_t off, uint64_t len,
-                     char *err);
-int migTokenEqual(const uint8_t *a, const uint8_t *b);
-void migEncodeRecord(migWireRecord *w, uint16_t type, uint32_t block,
-                     uint32_t status, uint64_t offset, uint64_t length,
-                     uint64_t digest);
-void migDecodeRecord(const migWireRecord *w, migWireRecord *host);
-void migEncodeHello(migWireHello *w, uint16_t type, uint32_t status,
-                    const uint8_t *token);
-int migDecodeHello(const void *buf, size_t len, uint16_t type,
-                   migWireHello *host);
-int migCheckSummary(migConn *c, const migWireRecord *done,
-                    const uint64_t *counts, char *why, size_t whylen);
-int migFindSendBlock(const migConn *c, const void *p, uint64_t len);
-migConn *migNewConn(migKind kind, int donor, int timeoutMs);
-void migFreeConnCommon(migConn *c);
-
-#ifdef USE_RDMA
-int migRdmaListen(migListener *l, const char *bindaddr, int port, char *err);
-migConn *migRdmaAccept(migListener *l, int waitMs, int ioTimeoutMs, char *err);
-void migRdmaCloseListener(migListener *l);
-migConn *migRdmaConnect(const char *host, int port, const uint8_t *token,
-                        const char *bindaddr, int timeoutMs, int *noListener,
-                        char *err);
-int migRdmaRegisterRecv(migConn *c, migBlockDesc out[], char *err);
-int migRdmaRegisterSend(migConn *c, char *err);
-int migRdmaWaitTransfer(migConn *c, int timeoutMs, char *err);
-int migRdmaWrite(migConn *c, const migSegment *segs, size_t n, char *err);
-int migRdmaFinish(migConn *c, char *err);
-void migRdmaClose(migConn *c);
-#endif
-#endif /* MIGTRANSPORT_INTERNAL */
 
 #endif /* __MIGTRANSPORT_H */

@@ -14,10 +14,11 @@
 # with the same USE_RDMA decision (it asks redis-server --version).
 
 BUILD_RDMA?=auto
-# migtransport.o + migrdma.o: the block transport of slot migration (TCP,
-# and RDMA under USE_RDMA; migrdma.o is empty without it). migblocks.o:
-# what a migration puts in the blocks and how the recipient adopts it.
-RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migrdma.o \
+# migtransport.o + migtcp.o + migrdma.o: the block transport of slot
+# migration (its facade, TCP, and RDMA under USE_RDMA; without it migrdma.o
+# only refuses RDMA). migblocks.o: what a migration puts in the blocks and
+# how the recipient adopts it.
+RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migtcp.o migrdma.o \
 	clustersetslots.o slotfreeze.o migsession.o migdonor.o migrecipient.o migration.o
 # clitransport.o + climigrate.o: redis-cli --cluster rebalance|reshard
 # moving slots with RDMAMIGRATESLOTS (--cluster-transport).

@@ -15,10 +15,10 @@
  * once. So the fuzzer controls the cuts, a timeout costs nothing, and a
  * crash replays exactly.
  *
- * How: the fuzz build compiles src/migtransport.c with `-include
- * tests/fuzz/fakeio.h` and -DFAKEIO_SEAM, which turns its calls of read,
- * readv, send, sendmsg, poll, accept4, close and clock_gettime into the
- * fake* functions below. They act on fake descriptors (FAKEIO_LISTEN_FD,
+ * How: the fuzz build compiles the transport (src/migtransport.c,
+ * src/migtcp.c, src/migrdma.c) with `-include tests/fuzz/fakeio.h` and
+ * -DFAKEIO_SEAM, which turns its calls of read, readv, send, sendmsg,
+ * poll, accept4, close and clock_gettime into the fake* functions below. They act on fake descriptors (FAKEIO_LISTEN_FD,
  * and FAKEIO_CONN_FD + i for peer i, handed out by accept4 in order) and
  * pass anything else to the real call. Nothing in src/ changes.
  *

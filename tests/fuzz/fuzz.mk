@@ -35,9 +35,12 @@ fuzz-seeds: $(foreach t,migtransport slotalloc migpatch,$(FUZZ_DIR)/$(t)-seeds)
 		rm -rf tests/fuzz/corpus/$$t && mkdir -p tests/fuzz/corpus/$$t && \
 		$(FUZZ_DIR)/$$t-seeds tests/fuzz/corpus/$$t || exit 1; done
 
-# migtransport: src/migtransport.c with its socket calls turned into the
-# scripted peer of fakeio.h (-include + FAKEIO_SEAM; the file is unchanged).
-$(FUZZ_DIR)/migtransport-seam.o: src/migtransport.c src/migtransport.h tests/fuzz/fakeio.h
+# migtransport: the block transport (src/migtransport.c, the facade;
+# src/migtcp.c, TCP; src/migrdma.c, built without USE_RDMA: the stub that
+# refuses RDMA) with its socket calls and clock turned into the scripted
+# peer of fakeio.h (-include + FAKEIO_SEAM; the files are unchanged).
+MIGTRANSPORT_SEAM_SRC := migtransport migtcp migrdma
+$(FUZZ_DIR)/seam-%.o: src/%.c src/migtransport.h src/migtransportimpl.h tests/fuzz/fakeio.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -include tests/fuzz/fakeio.h \
 		-DFAKEIO_SEAM -c -o $@ $<
@@ -46,7 +49,8 @@ $(FUZZ_DIR)/fakeio.o: tests/fuzz/fakeio.c tests/fuzz/fakeio.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -c -o $@ $<
 
-MIGTRANSPORT_FUZZ_OBJ := $(FUZZ_DIR)/migtransport-seam.o $(FUZZ_DIR)/fakeio.o
+MIGTRANSPORT_FUZZ_OBJ := $(foreach f,$(MIGTRANSPORT_SEAM_SRC),$(FUZZ_DIR)/seam-$(f).o) \
+	$(FUZZ_DIR)/fakeio.o
 
 $(FUZZ_DIR)/migtransport-fuzz: tests/fuzz/migtransport-fuzz.c $(MIGTRANSPORT_FUZZ_OBJ) tests/fuzz/fuzz-util.h
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -o $@ $< $(MIGTRANSPORT_FUZZ_OBJ)

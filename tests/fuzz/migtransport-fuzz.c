@@ -1,5 +1,6 @@
 /* migtransport-fuzz.c -- libFuzzer target: the recipient end of the TCP
- * block transport (src/migtransport.c) fed whatever its peers may send.
+ * block transport (src/migtcp.c, behind src/migtransport.c) fed whatever
+ * its peers may send.
  *
  * One input is one listener and the peers that connect to it: a few bytes
  * configure the recipient (how many blocks it registers and their sizes,
@@ -37,7 +38,7 @@
  * migWaitTransfer() with the peer it accepted, then migClose(), on fake
  * sockets and a fake clock (fakeio.h says why). Besides the sanitizers,
  * an oracle written from the protocol's description (migtransport.h, the
- * top of migtransport.c), not from the code, predicts what must happen and
+ * top of migtcp.c), not from the code, predicts what must happen and
  * the run aborts when anything differs:
  *   - whether a donor is accepted: one is if and only if some peer sent a
  *     whole HELLO with the right token (and WELCOME can be sent), and the
@@ -60,8 +61,7 @@
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
-#define MIGTRANSPORT_INTERNAL
-#include "migtransport.h"
+#include "migtransportimpl.h"
 #include "fakeio.h"
 #include "fuzz-util.h"
 

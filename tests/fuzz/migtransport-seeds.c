@@ -16,8 +16,7 @@
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
-#define MIGTRANSPORT_INTERNAL
-#include "migtransport.h"
+#include "migtransportimpl.h"
 #include "fakeio.h"
 #define FUZZ_SEED_MAKER
 #include "fuzz-util.h"
@@ -123,7 +122,7 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
     memcpy(tok, FUZZ_TOKEN, MIG_TOKEN_LEN);
     if (sp->wrong_token) tok[7] ^= 1;
     migEncodeHello(&hello, MIG_MSG_HELLO, 0, tok);
-    migConn *c = migNewConn(MIG_KIND_TCP, 1, 1000);
+    migConn *c = migNewConn(&migTcpOps, 1, 1000);
     c->fd = FAKEIO_CONN_FD;
     if (migRegisterSendBlocks(c, addrs, lens, sp->nblocks, err) ||
         (sp->nsegs && migWriteBlocks(c, segs, (size_t)sp->nsegs, err)) ||

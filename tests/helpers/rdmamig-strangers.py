@@ -6,7 +6,7 @@
                          [--flood-ms MS]
 
 Plays everything but a donor against the recipient's data listener
-(src/migtransport.c) on 127.0.0.1:P, which exists only from the
+(src/migtcp.c) on 127.0.0.1:P, which exists only from the
 recipient's INITRDMASERVER until the end of its transfer:
 
  1. spin: connect again and again (a refused connect costs microseconds)
