@@ -79,8 +79,12 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_reply $reply 1000 [dict get $reply keys]
         # Every write to the slots was replayed: each command above but the
         # PERSIST (its key may have had no TTL, then nothing changed), the
-        # script's and the transaction's commands, the expiries' DELs.
-        assert {[dict get $reply writes_replayed] >= $sent + [llength $doomed] + 2 * [llength $short] + 7}
+        # script's and the transaction's commands, the expiries' DELs. A
+        # short key counts once: PEXPIRE 1 propagates as PEXPIREAT and its
+        # expiry as DEL, but when a millisecond passed while the command ran
+        # (a loaded machine: a CI run saw 226 of 227) the key is deleted at
+        # once and that DEL is all there is.
+        assert {[dict get $reply writes_replayed] >= $sent + [llength $doomed] + [llength $short] + 7}
         assert_equal [dict get $reply writes_replayed] [mg_info 0 migration_last_writes_replayed]
         assert_equal [expr {$totals + [dict get $reply writes_replayed]}] [mg_info 0 migration_total_writes_replayed]
         # The 4 s in patch were not part of the pause.
