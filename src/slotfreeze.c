@@ -161,7 +161,7 @@ static void slotFreezeForgetRelaxed(void) {
  * command starts to wait for it: the donor sends that slot next. It is a
  * callback because the fence sits below the migration (calls go down). */
 void slotFreeze(const unsigned char *slots, long long max_ms, void (*wanted)(int slot)) {
-    sf.wanted = wanted;
+    if (wanted) sf.wanted = wanted;     /* A DEBUG SLOTFREEZE keeps the donor's. */
     if (!sf.nslots) sf.postponed = sf.held_max_ms = 0;
     if (!sf.nslots || sf.relaxed) sf.since = mstime();
     sf.relaxed = 0;
