@@ -60,6 +60,16 @@ proc ma_check_migration {from to ranges snap} {
     return $reply
 }
 
+# Node n (slot-affinity no) moved what a migration left in blocks back to
+# its heap.
+proc ma_wait_evacuated {n} {
+    wait_for_condition 200 100 {
+        [mg_slotalloc $n slotalloc_used_bytes] == 0
+    } else {
+        fail "node $n kept keys in blocks: [R $n info slotalloc]"
+    }
+}
+
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slot-affinity no} tags {external:skip cluster rdmamig}} {
     # Node 0 serves 0-8191, node 1 8192-16383.
     mg_fast_clients
@@ -137,11 +147,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         set snap [mg_snapshot 1 $keys]
         ma_check_migration 1 0 $ranges $snap
         assert_equal 0 [mg_slotalloc 1 slotalloc_used_bytes]
-        wait_for_condition 200 100 {
-            [mg_slotalloc 0 slotalloc_used_bytes] == 0
-        } else {
-            fail "node 0 kept keys in blocks: [R 0 info slotalloc]"
-        }
+        ma_wait_evacuated 0
         mg_assert_keys 0 $snap
     }
 
@@ -210,11 +216,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         foreach k $hkeys { incr before [R 0 memory usage $k samples 0] }
         set snap [mg_snapshot 0 $hkeys]
         ma_check_migration 0 1 $slots $snap
-        wait_for_condition 200 100 {
-            [mg_slotalloc 1 slotalloc_used_bytes] == 0
-        } else {
-            fail "node 1 kept keys in blocks: [R 1 info slotalloc]"
-        }
+        ma_wait_evacuated 1
         set after 0
         foreach k $hkeys { incr after [R 1 memory usage $k samples 0] }
         # Not one allocation larger; smaller where relocation finished a
