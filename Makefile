@@ -94,10 +94,10 @@ bin/rdma-smoke: tests/tools/rdmasmoke.c
 # The block transport's test tool (tests/tools/migtransporttest.c): the same
 # transport sources as redis-server, with RDMA when redis-server has it
 # (build/migtest-rdma records that choice, so a change rebuilds the tool).
-MIGTEST_SRC := tests/tools/migtransporttest.c src/migtransport.c src/migtcp.c src/migrdma.c
+MIGTEST_SRC := tests/tools/migtransporttest.c src/xfer.c src/xfertcp.c src/xferrdma.c
 # Made by hand (make bin/migtransport-test), the tool follows that record too.
 MIGTEST_RDMA ?= $(shell cat build/migtest-rdma 2>/dev/null)
-bin/migtransport-test: $(MIGTEST_SRC) src/migtransport.h src/migtransportimpl.h build/migtest-rdma
+bin/migtransport-test: $(MIGTEST_SRC) src/xfer.h src/xferimpl.h build/migtest-rdma
 	$(CC) -std=gnu11 -O2 -g -Wall -Wextra -Wstrict-prototypes -Werror -Isrc \
 		$(if $(filter yes,$(MIGTEST_RDMA)),-DUSE_RDMA) -o $@ $(MIGTEST_SRC) \
 		$(if $(filter yes,$(MIGTEST_RDMA)),-libverbs -lrdmacm)

@@ -41,8 +41,8 @@
 #include "slotalloc.h"
 #include "slotcompact.h"
 #include "slotfreeze.h"
-#include "migblocks.h"
-#include "migtransport.h"
+#include "slotblocks.h"
+#include "xfer.h"
 #include "clustersetslots.h"
 #include "migration.h"
 #include "migprotocol.h"
@@ -103,7 +103,7 @@ static int migRunJobSlice(migSession *s) {
 
 static void migSlotFreeManifest(migSlot *ms) {
     if (!ms->has_manifest) return;
-    migFreeManifest(&ms->manifest);
+    blkFreeManifest(&ms->manifest);
     ms->has_manifest = 0;
 }
 
@@ -361,7 +361,7 @@ static int migDonorManifestStep(migSession *s, migSlot *ms) {
     int r;
 
     if (!ms->has_manifest) {
-        if (migManifestBegin(ms->slot, &ms->manifest, &err) == C_ERR) {
+        if (blkManifestBegin(ms->slot, &ms->manifest, &err) == C_ERR) {
             migFail(s, "slot %d: %s", ms->slot, err);
             sdsfree(err);
             return -1;
@@ -369,7 +369,7 @@ static int migDonorManifestStep(migSession *s, migSlot *ms) {
         ms->has_manifest = 1;
         ms->built = 0;
     }
-    r = migManifestStep(&ms->manifest, MIG_SLICE_US / 2, &err);
+    r = blkManifestStep(&ms->manifest, MIG_SLICE_US / 2, &err);
     if (r == -1) {
         ms->has_manifest = 0;
         migFail(s, "slot %d: %s", ms->slot, err);
@@ -414,23 +414,23 @@ static int migDonorKeepManifests(migSession *s) {
             continue;
         }
         if (migTestDelayMs(&server.migration_test_delay_watch) == 0) continue;
-        migManifest fresh;
+        blkManifest fresh;
         sds err = NULL;
-        if (migBuildManifest(slot, &fresh, &err) == C_ERR) {
+        if (blkBuildManifest(slot, &fresh, &err) == C_ERR) {
             migFail(s, "slot %d: %s", slot, err);
             sdsfree(err);
             while (j < nold) migSlotFreeManifest(&old[j++]);
             zfree(old);
             return -1;
         }
-        if (!migManifestSame(&ms->manifest, &fresh)) {
+        if (!blkManifestSame(&ms->manifest, &fresh)) {
             serverLog(LL_WARNING, "Slot migration: the manifest of slot %d went "
                 "stale with no change of the slot seen (replaced)", slot);
             s->manifests_stale++;
-            migFreeManifest(&ms->manifest);
+            blkFreeManifest(&ms->manifest);
             ms->manifest = fresh;
         } else {
-            migFreeManifest(&fresh);
+            blkFreeManifest(&fresh);
         }
     }
     while (j < nold) migSlotFreeManifest(&old[j++]);
@@ -557,13 +557,13 @@ static int migDonorPrepareStep(migSession *s) {
             size_t n = slotAllocSlotBlocks(ms->slot, NULL, 0);
             slotAllocBlockInfo *bi = zmalloc(sizeof(*bi) * (n ? n : 1));
             n = slotAllocSlotBlocks(ms->slot, bi, n);
-            ms->blocks = zmalloc(sizeof(migBlockMap) * (n ? n : 1));
+            ms->blocks = zmalloc(sizeof(blkMap) * (n ? n : 1));
             ms->nblocks = 0;
             for (size_t b = 0; b < n; b++) {
                 /* An empty block holds nothing to ship; it may even be
                  * released meanwhile (the slot's cached empty block). */
                 if (bi[b].live_allocs == 0) continue;
-                migBlockMap *bm = &ms->blocks[ms->nblocks++];
+                blkMap *bm = &ms->blocks[ms->nblocks++];
                 bm->donor = (uintptr_t)bi[b].addr;
                 bm->size = bi[b].size;
                 bm->local = bi[b].addr;
@@ -886,7 +886,7 @@ static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
     }
     if (r->type == REDIS_REPLY_ERROR) {
         /* The recipient's import has ended: say why it did. */
-        char why[MIG_ERR_LEN + 32] = "";
+        char why[XFER_ERR_LEN + 32] = "";
         if (strstr(r->str, "no import session") && !migAborting(s))
             migDonorRecipientReason(s, rc, why, sizeof(why));
         migFail(s, "%s refused by the recipient %s:%d: %s%s", what, s->d.host,
@@ -939,7 +939,7 @@ static void migDonorRecipientReason(migSession *s, redisContext *rc, char *why, 
 /* Donor thread: the transfer failed with err; fail the migration with it,
  * and with what the recipient says about it. */
 static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *err) {
-    char why[MIG_ERR_LEN + 32];
+    char why[XFER_ERR_LEN + 32];
 
     if (migAborting(s)) {
         migFailAborted(s);
@@ -950,7 +950,7 @@ static void migDonorTransferFailed(migSession *s, redisContext *rc, const char *
 }
 
 /* A connection to the recipient, authenticated, within ms; NULL with why
- * in err (MIG_ERR_LEN bytes; may be NULL). Leaves the session's error
+ * in err (XFER_ERR_LEN bytes; may be NULL). Leaves the session's error
  * alone: the donor thread also uses it after the deadline, to resolve a
  * handover or to end the recipient's session. */
 static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
@@ -958,7 +958,7 @@ static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
     redisContext *rc = redisConnectWithTimeout(s->d.host, s->d.port, tv);
 
     if (rc == NULL || rc->err) {
-        if (err) snprintf(err, MIG_ERR_LEN, "cannot connect to the recipient %s:%d: %s",
+        if (err) snprintf(err, XFER_ERR_LEN, "cannot connect to the recipient %s:%d: %s",
                           s->d.host, s->d.port, rc ? rc->errstr : "out of memory");
         if (rc) redisFree(rc);
         return NULL;
@@ -968,7 +968,7 @@ static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
         redisReply *r = s->d.user ? redisCommand(rc, "AUTH %s %s", s->d.user, s->d.pass)
                                 : redisCommand(rc, "AUTH %s", s->d.pass);
         if (r == NULL || r->type == REDIS_REPLY_ERROR) {
-            if (err) snprintf(err, MIG_ERR_LEN, "AUTH refused by the recipient %s:%d: %s",
+            if (err) snprintf(err, XFER_ERR_LEN, "AUTH refused by the recipient %s:%d: %s",
                               s->d.host, s->d.port, r ? r->str : rc->errstr);
             if (r) freeReplyObject(r);
             redisFree(rc);
@@ -980,7 +980,7 @@ static redisContext *migConnectTo(migSession *s, long long ms, char *err) {
 }
 
 static redisContext *migDonorConnectRecipient(migSession *s) {
-    char err[MIG_ERR_LEN];
+    char err[XFER_ERR_LEN];
     long long left = migRemainingMs(s);
     redisContext *rc = left > 0 ? migConnectTo(s, left, err) : NULL;
 
@@ -1101,7 +1101,7 @@ static int migDonorResolve(migSession *s, char *err) {
     serverLog(LL_WARNING, "Slot migration: the handover of session %s %s (resolved "
               "in %lld ms)", s->sid, owned ? "happened: the recipient owns the slots"
               : "did not happen: the slots stay here", mstime() - start);
-    if (!owned) snprintf(err, MIG_ERR_LEN, "the handover's reply was lost, and the "
+    if (!owned) snprintf(err, XFER_ERR_LEN, "the handover's reply was lost, and the "
                          "recipient says it does not own the slots (RDMARESOLVE)");
     else {
         /* Whatever the lost reply left in the error, the handover happened. */
@@ -1152,15 +1152,15 @@ void migrationSlotWanted(int slot) {
 }
 
 /* Phase 4: RDMAREGISTER, then every block in one chain of writes. */
-static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
+static int migDonorTransfer(migSession *s, redisContext *rc, xferConn *conn) {
     sds *argv = NULL;
     int argc = 0, ok = 0;
     size_t nb = 0, k = 0;
     redisReply *r = NULL;
-    migBlockDesc *desc = NULL;
+    xferBlockDesc *desc = NULL;
     const void **addrs = NULL;
     uint64_t *lens = NULL;
-    migSegment *segs = NULL, *batch = NULL;
+    xferSegment *segs = NULL, *batch = NULL;
     char *sent_done = NULL;
 
     s->d.sent_order = zmalloc(sizeof(int) * (s->nmig ? s->nmig : 1));
@@ -1182,7 +1182,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             n = slotAllocBlockUsedRanges(addr, ranges + nseg, n);
             first[k] = nseg;
             for (size_t j = 0; j < n; j++) used[k] += ranges[nseg + j].len;
-            sums[k] = migBlockSumRanges(addr, ranges + nseg, n);
+            sums[k] = blkSumRanges(addr, ranges + nseg, n);
             nseg += n;
             s->bytes_total += (long long)used[k];
         }
@@ -1234,7 +1234,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
     addrs = zmalloc(sizeof(void *) * (nb ? nb : 1));
     lens = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
     segs = zmalloc(sizeof(*segs) * (nseg ? nseg : 1));
-    char err[MIG_ERR_LEN] = "";
+    char err[XFER_ERR_LEN] = "";
 
     for (size_t j = 0; j < nb; j++) {
         redisReply *e = r->element[j];
@@ -1273,7 +1273,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
         ok = 1;
         goto done;
     }
-    if (migRegisterSendBlocks(conn, addrs, lens, (uint32_t)nb, err) == -1) {
+    if (xferRegisterSendBlocks(conn, addrs, lens, (uint32_t)nb, err) == -1) {
         migFail(s, "%s", err);
         goto done;
     }
@@ -1335,7 +1335,7 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             migFailAborted(s);
             goto done;
         }
-        if (n && migWriteBlocks(conn, batch, n, err) == -1) {
+        if (n && xferWriteBlocks(conn, batch, n, err) == -1) {
             migDonorTransferFailed(s, rc, err);
             goto done;
         }
@@ -1351,14 +1351,14 @@ static int migDonorTransfer(migSession *s, redisContext *rc, migConn *conn) {
             migSleep(s, hold_ms);
         }
     }
-    if (migFinish(conn, err) == -1) {
+    if (xferFinish(conn, err) == -1) {
         migDonorTransferFailed(s, rc, err);
         goto done;
     }
     s->bytes = s->bytes_sent;
     ok = 1;
 done:
-    migGetStats(conn, &s->tstats);
+    xferGetStats(conn, &s->tstats);
     if (r) freeReplyObject(r);
     zfree(desc);
     zfree(addrs);
@@ -1377,11 +1377,11 @@ done:
 void *migDonorThread(void *arg) {
     migSession *s = arg;
     redisContext *rc = NULL;
-    migConn *conn = NULL;
+    xferConn *conn = NULL;
     redisReply *r;
     sds *argv = NULL;
     int argc = 0, ok = 0;
-    char err[MIG_ERR_LEN] = "";
+    char err[XFER_ERR_LEN] = "";
 
     redis_set_thread_title("migration");
     migApplyThreadPriority(s);
@@ -1397,7 +1397,7 @@ void *migDonorThread(void *arg) {
     migAppendRanges(s->bitmap, &argv, &argc);
     argv = zrealloc(argv, sizeof(sds) * (argc + 6));
     argv[argc++] = sdsnew("TRANSPORT");
-    argv[argc++] = sdsnew(migKindName(s->kind));
+    argv[argc++] = sdsnew(xferKindName(s->kind));
     argv[argc++] = sdsnew("TIMEOUT");
     argv[argc++] = sdsnew(tmo);
     argv[argc++] = sdsnew("VERSION");
@@ -1410,28 +1410,28 @@ void *migDonorThread(void *arg) {
     redisReply *ft = migReplyField(r, "transport"), *fh = migReplyField(r, "host"),
                *fp = migReplyField(r, "port"), *fk = migReplyField(r, "token"),
                *fs = migReplyField(r, "session");
-    migKind kind;
+    xferKind kind;
     if (!ft || !fh || !fp || !fk || !fs || ft->type != REDIS_REPLY_STRING ||
         fh->type != REDIS_REPLY_STRING || fp->type != REDIS_REPLY_INTEGER ||
-        fk->type != REDIS_REPLY_STRING || migParseKind(ft->str, &kind) == -1 ||
-        kind == MIG_KIND_AUTO || fs->type != REDIS_REPLY_STRING || !migValidSid(fs->str)) {
+        fk->type != REDIS_REPLY_STRING || xferParseKind(ft->str, &kind) == -1 ||
+        kind == XFER_KIND_AUTO || fs->type != REDIS_REPLY_STRING || !migValidSid(fs->str)) {
         migFail(s, "INITRDMASERVER: unexpected reply from the recipient");
         freeReplyObject(r);
         goto fail;
     }
     pthread_mutex_lock(&s->lock);   /* (STATUS reads it.) */
-    memcpy(s->sid, fs->str, MIG_TOKEN_LEN + 1);
+    memcpy(s->sid, fs->str, XFER_TOKEN_LEN + 1);
     pthread_mutex_unlock(&s->lock);
-    snprintf(s->transport, sizeof(s->transport), "%s", migKindName(kind));
-    conn = migConnect(kind, fh->str, (int)fp->integer, fk->str,
-                      kind == MIG_KIND_RDMA && server.rdma_bind[0] ? server.rdma_bind : NULL,
-                      migRemainingMsInt(s), err);
+    snprintf(s->transport, sizeof(s->transport), "%s", xferKindName(kind));
+    conn = xferConnect(kind, fh->str, (int)fp->integer, fk->str,
+                       kind == XFER_KIND_RDMA && server.rdma_bind[0] ? server.rdma_bind : NULL,
+                       migRemainingMsInt(s), err);
     freeReplyObject(r);
     if (conn == NULL) {
         migFail(s, "%s", err);
         goto fail;
     }
-    migSetFd(s, &s->data_fd, migTcpFd(conn));
+    migSetFd(s, &s->data_fd, xferTcpFd(conn));
 
     /* 3. Prepare. */
     migSetPhase(s, MIG_PHASE_PREPARE);
@@ -1444,7 +1444,7 @@ void *migDonorThread(void *arg) {
     if (migAborting(s)) { migFailAborted(s); goto fail; }
     if (migDonorTransfer(s, rc, conn) == -1) goto fail;
     migSetFd(s, &s->data_fd, -1);
-    migClose(conn);
+    xferClose(conn);
     conn = NULL;
     /* The bytes have left: writes to the slots run again, recorded. */
     migRunOnMain(s, migDonorCaptureSlice);
@@ -1502,7 +1502,7 @@ fail:
     if (!ok) {
         migSetPhase(s, MIG_PHASE_ROLLBACK);
         migSetFd(s, &s->data_fd, -1);
-        if (conn) migClose(conn);
+        if (conn) xferClose(conn);
         conn = NULL;
         migRunOnMain(s, migDonorRollbackSlice);
         /* Tell the recipient, naming our session (a donor it refused has
@@ -1528,7 +1528,7 @@ fail:
     }
     migSetFd(s, &s->rc_fd, -1);
     if (rc) redisFree(rc);
-    if (conn) migClose(conn);
+    if (conn) xferClose(conn);
     atomicSet(s->thread_done, 1);
     return NULL;
 }

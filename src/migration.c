@@ -4,9 +4,9 @@
  * (docs/DESIGN.md, "The protocol").
  *
  * A donor moves a set of hash slots to a recipient as the slots' memory
- * blocks (slotalloc.c), copied by the block transport (migtransport.c: one
+ * blocks (slotalloc.c), copied by the block transport (xfer.c: one
  * chain of RDMA WRITEs, or writev over TCP) into blocks of the recipient,
- * which checks and adopts them (migblocks.c). Both nodes keep serving
+ * which checks and adopts them (slotblocks.c). Both nodes keep serving
  * clients throughout. The pieces the migration files put together:
  *
  *   donor                                       recipient
@@ -19,14 +19,14 @@
  *                                               migprotocol.h), its id,
  *                                               listener + token; the
  *                                               recipient thread accepts
- *     migConnect(token)                    ---> one data connection
+ *     xferConnect(token)                    ---> one data connection
  *   3 prepare (main thread slices): relocate stragglers, pin the
  *     slots, build each slot's manifest in its blocks while writes
  *     flow (the slots watched), freeze the slots (writes wait), build
  *     again the manifests of slots written meanwhile, list the blocks
  *   4 RDMAREGISTER slot nkeys manifest     ---> reserve + register blocks,
  *     blocks (each with its XXH3 checksum)      reply addresses/rkeys
- *     migWriteBlocks (chunks), migFinish   ---> migWaitTransfer, verdict
+ *     xferWriteBlocks (chunks), xferFinish   ---> xferWaitTransfer, verdict
  *     (paced by migration-max-bandwidth: migPace)
  *     after each chunk, relax the freeze of the slots it completed:
  *     their writes flow again, and what they propagate is recorded
@@ -145,8 +145,8 @@
 #include "slotalloc.h"
 #include "slotcompact.h"
 #include "slotfreeze.h"
-#include "migblocks.h"
-#include "migtransport.h"
+#include "slotblocks.h"
+#include "xfer.h"
 #include "clustersetslots.h"
 #include "migration.h"
 #include "migprotocol.h"
@@ -171,7 +171,7 @@ static void migStatusCommand(client *c) {
          * sent so far. */
         migSessionFigures(s, &f);
         if (!s->transport[0])
-            snprintf(f.transport, sizeof(f.transport), "%s", migKindName(s->kind));
+            snprintf(f.transport, sizeof(f.transport), "%s", xferKindName(s->kind));
         if (s->phase < MIG_PHASE_COUNT) f.phase_ms[s->phase] += mstime() - s->phase_start_ms;
         if (s->role == MIG_ROLE_DONOR) f.bytes = s->bytes_sent;
     } else {
@@ -265,7 +265,7 @@ void rdmaMigrateSlotsCommand(client *c) {
             !strcasecmp(a, "auth2") || !strcasecmp(a, "timeout")) break;
         last++;
     }
-    migKind kind = (migKind)server.migration_transport;
+    xferKind kind = (xferKind)server.migration_transport;
     long long timeout = MIG_DEFAULT_TIMEOUT_MS, port;
     robj *user = NULL, *pass = NULL;
     for (int j = last; j < c->argc; j++) {
@@ -342,7 +342,7 @@ void rdmaMigrateSlotsCommand(client *c) {
             "see RDMAMIGRATESLOTS STATUS", migRoleName[mig->role], migPhaseName[mig->phase]);
         return;
     }
-    if (kind == MIG_KIND_RDMA && !migRdmaCompiled()) {
+    if (kind == XFER_KIND_RDMA && !xferRdmaCompiled()) {
         addReplyError(c, "TRANSPORT rdma: this server was built without RDMA "
                          "(BUILD_RDMA=no); use tcp or auto");
         return;
@@ -383,7 +383,7 @@ void rdmaMigrateSlotsCommand(client *c) {
     s->thread_started = 1;
     serverLog(LL_NOTICE, "Slot migration of %d slots to %.40s (%s:%d) started, "
         "transport %s, timeout %lld ms", nslots, s->d.target, s->d.host, s->d.port,
-        migKindName(kind), timeout);
+        xferKindName(kind), timeout);
     migBlock(c);
     migStartTimer();
 }
@@ -455,7 +455,7 @@ void migrationReplyUnblocked(client *c) {
  * fence's (slotfreeze.c). */
 sds migrationGenInfo(sds info) {
     migSession *s = mig;
-    migStats t = migLast.tstats;
+    xferStats t = migLast.tstats;
     long long refused = migLast.peers_refused, now = 0;
     if (s) atomicGet(s->r.peers_refused, now);
     refused += now;

@@ -27,8 +27,8 @@
 #include "slotalloc.h"
 #include "slotcompact.h"
 #include "slotfreeze.h"
-#include "migblocks.h"
-#include "migtransport.h"
+#include "slotblocks.h"
+#include "xfer.h"
 #include "clustersetslots.h"
 #include "migration.h"
 #include "migprotocol.h"
@@ -83,13 +83,13 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
     /* Every byte shipped, as sent, before anything of the slot is used. */
     for (size_t b = 0; b < ms->nblocks; b++) {
         uint64_t sum;
-        if (migBlockImageSum(ms->blocks[b].local, ms->blocks[b].size, &sum) == -1) {
-            snprintf(err, MIG_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
+        if (blkImageSum(ms->blocks[b].local, ms->blocks[b].size, &sum) == -1) {
+            snprintf(err, XFER_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
                         "metadata)", ms->slot, b);
             return -1;
         }
         if (sum != ms->blocks[b].sum) {
-            snprintf(err, MIG_ERR_LEN, "slot %d: block %zu: checksum mismatch (XXH3 "
+            snprintf(err, XFER_ERR_LEN, "slot %d: block %zu: checksum mismatch (XXH3 "
                      "%016llx sent, %016llx received): its bytes changed on the way; "
                      "nothing of the slot was adopted", ms->slot, b,
                      (unsigned long long)ms->blocks[b].sum, (unsigned long long)sum);
@@ -97,21 +97,21 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
         }
     }
     for (size_t b = 0; b < ms->nblocks; b++) {
-        if (migAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
-            snprintf(err, MIG_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
+        if (blkAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
+            snprintf(err, XFER_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
                         "metadata)", ms->slot, b);
             return -1;
         }
         ms->adopted = (int)b + 1;
     }
     ms->has_keys = 1;
-    if (migPatchSlot(ms->slot, ms->blocks, ms->nblocks, ms->manifest_addr,
+    if (blkPatchSlot(ms->slot, ms->blocks, ms->nblocks, ms->manifest_addr,
                      ms->nkeys, &ms->keys, &perr) == C_ERR) {
-        snprintf(err, MIG_ERR_LEN, "slot %d: %s", ms->slot, perr);
+        snprintf(err, XFER_ERR_LEN, "slot %d: %s", ms->slot, perr);
         sdsfree(perr);
         return -1;
     }
-    migSweepGarbage(&ms->keys, ms->blocks, ms->nblocks);
+    blkSweepGarbage(&ms->keys, ms->blocks, ms->nblocks);
     s->keys += ms->keys.nkeys;
     s->keys_zero_copy += ms->keys.keys_zero_copy;
     s->keys_serialized += ms->keys.keys_serialized;
@@ -168,7 +168,7 @@ static void migTestCorruptSlot(const struct migCorrupt *corrupt, migSlot *ms) {
         memset(first, 0xff, 64);
     } else if (corrupt->what == MIG_CORRUPT_MANIFEST) {
         for (size_t b = 0; b < ms->nblocks; b++) {
-            migBlockMap *m = &ms->blocks[b];
+            blkMap *m = &ms->blocks[b];
             if (ms->manifest_addr >= m->donor && ms->manifest_addr - m->donor < m->size) {
                 size_t off = (size_t)(ms->manifest_addr - m->donor);
                 memset((char *)m->local + off, 0xee, m->size - off < 16 ? m->size - off : 16);
@@ -178,7 +178,7 @@ static void migTestCorruptSlot(const struct migCorrupt *corrupt, migSlot *ms) {
         uint64_t x = (uint64_t)corrupt->seed * 0x9e3779b97f4a7c15ULL + 1;
         for (long long i = 0; i < corrupt->count; i++) {
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-            migBlockMap *m = &ms->blocks[x % ms->nblocks];
+            blkMap *m = &ms->blocks[x % ms->nblocks];
             x ^= x << 13; x ^= x >> 7; x ^= x << 17;
             ((unsigned char *)m->local)[x % m->expect] ^= (unsigned char)(1 + (x >> 32) % 255);
         }
@@ -188,7 +188,7 @@ static void migTestCorruptSlot(const struct migCorrupt *corrupt, migSlot *ms) {
      * plays damage on the way, for the checksums. */
     if (corrupt->what != MIG_CORRUPT_RANDOM)
         for (size_t b = 0; b < ms->nblocks; b++)
-            migBlockImageSum(ms->blocks[b].local, ms->blocks[b].size, &ms->blocks[b].sum);
+            blkImageSum(ms->blocks[b].local, ms->blocks[b].size, &ms->blocks[b].sum);
     serverLog(LL_WARNING, "Slot migration: migration-test-corrupt damaged "
               "slot %d's blocks before patching them", ms->slot);
 }
@@ -204,7 +204,7 @@ static void migTestCorruptSlot(const struct migCorrupt *corrupt, migSlot *ms) {
  * raised together by migPriorityWatch). */
 static void *migRecipientPatcher(void *arg) {
     migSession *s = arg;
-    char err[MIG_ERR_LEN] = "";
+    char err[XFER_ERR_LEN] = "";
     int next = 0;
 
     redis_set_thread_title("migration");
@@ -250,7 +250,7 @@ static int migRecipientQueuePatch(migSession *s, int i, char *err) {
 
     pthread_mutex_lock(&s->lock);
     failed = s->r.patch_failed;
-    if (failed) memcpy(err, s->r.patch_err, MIG_ERR_LEN);
+    if (failed) memcpy(err, s->r.patch_err, XFER_ERR_LEN);
     else s->r.patch_queue[s->r.patch_queued++] = i;
     pthread_cond_broadcast(&s->cond);
     pthread_mutex_unlock(&s->lock);
@@ -268,7 +268,7 @@ static int migRecipientEndPatcher(migSession *s, int stop, char *err) {
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->r.patcher, NULL);
     s->r.patcher_started = 0;
-    if (s->r.patch_failed && err) memcpy(err, s->r.patch_err, MIG_ERR_LEN);
+    if (s->r.patch_failed && err) memcpy(err, s->r.patch_err, XFER_ERR_LEN);
     return s->r.patch_failed ? -1 : 0;
 }
 
@@ -282,7 +282,7 @@ static int migCpusAllowed(void) {
     return 1;
 }
 
-/* migWatchBlocks() callback (TCP): a block is whole; when it was the last
+/* xferWatchBlocks() callback (TCP): a block is whole; when it was the last
  * of its slot, the slot goes to the patcher (if it overlaps). */
 static int migRecipientBlockDone(void *ctx, uint32_t block, char *err) {
     migSession *s = ctx;
@@ -294,8 +294,8 @@ static int migRecipientBlockDone(void *ctx, uint32_t block, char *err) {
 
 static void *migRecipientThread(void *arg) {
     migSession *s = arg;
-    char err[MIG_ERR_LEN] = "";
-    migConn *conn = NULL;
+    char err[XFER_ERR_LEN] = "";
+    xferConn *conn = NULL;
 
     redis_set_thread_title("migration");
     migApplyThreadPriority(s);
@@ -307,11 +307,11 @@ static void *migRecipientThread(void *arg) {
     s->r.patcher_started = 1;
     /* Accept the donor, in short waits so that a cancel is seen. Strangers
      * on the port are dropped by the listener and cost only themselves
-     * (migtransport.h, "Strangers"); the donor's connection gets the rest
+     * (xfer.h, "Strangers"); the donor's connection gets the rest
      * of the migration's time as its I/O timeout, like the donor's side. */
     while (conn == NULL) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        conn = migAccept(s->r.listener, 250, migRemainingMsInt(s), err);
+        conn = xferAccept(s->r.listener, 250, migRemainingMsInt(s), err);
         if (conn == NULL && !strstr(err, "timed out") && !strstr(err, "timeout")) {
             migFail(s, "%s", err);
             goto out;
@@ -321,18 +321,18 @@ static void *migRecipientThread(void *arg) {
      * rather than wait in the backlog for the transfer's end. */
     pthread_mutex_lock(&s->lock);
     s->r.conn = conn;
-    s->data_fd = migTcpFd(conn);
-    migListener *l = s->r.listener;
+    s->data_fd = xferTcpFd(conn);
+    xferListener *l = s->r.listener;
     s->r.listener = NULL;
     pthread_mutex_unlock(&s->lock);
-    atomicSet(s->r.peers_refused, (long long)migListenerRefused(l));
-    migCloseListener(l);
+    atomicSet(s->r.peers_refused, (long long)xferListenerRefused(l));
+    xferCloseListener(l);
 
     /* RDMAREGISTER: register the reserved blocks. */
     if (!migWaitFor(s, &s->r.reg_requested)) { migFailAborted(s); goto out; }
     /* No blocks (every slot is empty): nothing to register or receive. */
     int r = s->r.reg_n == 0 ? 0 :
-        migRegisterRecvBlocks(conn, s->r.reg_addrs, s->r.reg_lens, s->r.reg_n, s->r.reg_desc, err);
+        xferRegisterRecvBlocks(conn, s->r.reg_addrs, s->r.reg_lens, s->r.reg_n, s->r.reg_desc, err);
     if (r == -1) migFail(s, "%s", err);
     pthread_mutex_lock(&s->lock);
     s->r.reg_done = r == -1 ? -1 : 1;
@@ -346,24 +346,24 @@ static void *migRecipientThread(void *arg) {
      * donor need (a slot takes writes again once its bytes have left). */
     for (int i = 0; i < s->nmig; i++) s->slots[i].blocks_left = s->slots[i].nblocks;
     s->r.patch_overlap = migCpusAllowed() > 1;
-    if (s->r.reg_n && migWatchBlocks(conn, s->r.reg_expect, migRecipientBlockDone, s, err) == -1) {
+    if (s->r.reg_n && xferWatchBlocks(conn, s->r.reg_expect, migRecipientBlockDone, s, err) == -1) {
         migFail(s, "%s", err);
         goto out;
     }
-    if (s->r.reg_n && migWaitTransfer(conn, migRemainingMsInt(s), err) == -1) {
+    if (s->r.reg_n && xferWaitTransfer(conn, migRemainingMsInt(s), err) == -1) {
         if (migAborting(s)) migFailAborted(s);
         else migFail(s, "%s", err);
         goto out;
     }
     for (uint32_t i = 0; i < s->r.reg_n; i++) {
-        if (migRecvBlockBytes(conn, i) != s->r.reg_expect[i]) {
+        if (xferRecvBlockBytes(conn, i) != s->r.reg_expect[i]) {
             migFail(s, "block %u: %llu bytes received of %llu", i,
-                (unsigned long long)migRecvBlockBytes(conn, i),
+                (unsigned long long)xferRecvBlockBytes(conn, i),
                 (unsigned long long)s->r.reg_expect[i]);
             goto out;
         }
     }
-    migGetStats(conn, &s->tstats);
+    xferGetStats(conn, &s->tstats);
     s->bytes = (long long)s->tstats.payload_bytes;
     /* The blocks hold what we checked: nobody may write them any more
      * (RDMA: deregister them now, not after the patch). */
@@ -371,7 +371,7 @@ static void *migRecipientThread(void *arg) {
     s->data_fd = -1;
     s->r.conn = NULL;
     pthread_mutex_unlock(&s->lock);
-    migClose(conn);
+    xferClose(conn);
     conn = NULL;
 
     /* The slots not queued during the transfer (all of them over RDMA,
@@ -391,7 +391,7 @@ static void *migRecipientThread(void *arg) {
     if (!migWaitFor(s, &s->r.done_requested)) { migFailAborted(s); goto out; }
     for (int i = 0; i < s->nmig && s->r.propagate; i++) {
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        migSerializeAdopted(&s->slots[i].keys);
+        blkSerializeAdopted(&s->slots[i].keys);
     }
     pthread_mutex_lock(&s->lock);
     s->r.patched = 1;
@@ -507,7 +507,7 @@ static int migRecipientRollbackSlice(migSession *s) {
             if (server.cluster->slots[ms->slot] == server.cluster->myself) continue;
             /* Before the blocks go: it looks at whether values lie in them. */
             if (ms->has_keys) {
-                migAdoptedFree(&ms->keys);
+                blkAdoptedFree(&ms->keys);
                 ms->has_keys = 0;
             }
             if (ms->bulk && ms->unlinked == 2) {
@@ -542,13 +542,13 @@ static void migRecipientCloseTransport(migSession *s) {
     s->data_fd = -1;
     pthread_mutex_unlock(&s->lock);
     if (s->r.conn) {
-        migGetStats(s->r.conn, &s->tstats);
-        migClose(s->r.conn);
+        xferGetStats(s->r.conn, &s->tstats);
+        xferClose(s->r.conn);
         s->r.conn = NULL;
     }
     if (s->r.listener) {
-        s->r.peers_refused = (long long)migListenerRefused(s->r.listener);
-        migCloseListener(s->r.listener);
+        s->r.peers_refused = (long long)xferListenerRefused(s->r.listener);
+        xferCloseListener(s->r.listener);
         s->r.listener = NULL;
     }
 }
@@ -639,7 +639,7 @@ int migRecipientTick(migSession *s) {
         latencyStartMonitor(lat);
         while (s->r.link_cursor < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->r.link_cursor];
-            if (migLinkAdopted(&ms->keys, MIG_LINK_BATCH) == 0) s->r.link_cursor++;
+            if (blkLinkAdopted(&ms->keys, MIG_LINK_BATCH) == 0) s->r.link_cursor++;
         }
         latencyEndMonitor(lat);
         latencyAddSampleIfNeeded("migration-link-slice", lat);
@@ -668,13 +668,13 @@ int migRecipientTick(migSession *s) {
 void initRdmaServerCommand(client *c) {
     long long port, timeout = MIG_DEFAULT_TIMEOUT_MS, version = 0;
     const char *vstr = "";
-    migKind kind;
-    char err[MIG_ERR_LEN] = "", tok[MIG_TOKEN_LEN + 1], ip[NET_IP_STR_LEN];
+    xferKind kind;
+    char err[XFER_ERR_LEN] = "", tok[XFER_TOKEN_LEN + 1], ip[NET_IP_STR_LEN];
     unsigned char bitmap[CLUSTER_SLOTS / 8];
     int nslots, last = 2;
 
     if (migCheckNode(c) == C_ERR) return;
-    kind = (migKind)server.migration_transport;
+    kind = (xferKind)server.migration_transport;
     if (getLongLongFromObject(c->argv[1], &port) != C_OK || port < 0 || port > 65535) {
         addReplyErrorFormat(c, "Invalid port '%s' (0-65535; 0: rdma-migration-port)",
                             (char *)c->argv[1]->ptr);
@@ -754,14 +754,14 @@ void initRdmaServerCommand(client *c) {
         return;
     }
     if (port == 0) port = server.rdma_migration_port;
-    char sid[MIG_TOKEN_LEN + 1];
-    if (migGenerateToken(tok, err) == -1 || migGenerateToken(sid, err) == -1) {
+    char sid[XFER_TOKEN_LEN + 1];
+    if (xferGenerateToken(tok, err) == -1 || xferGenerateToken(sid, err) == -1) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
-    const char *bind = kind != MIG_KIND_TCP && server.rdma_bind[0] ? server.rdma_bind : ip;
-    migListener *l = migListen(kind, bind, (int)port, tok, err);
-    if (l == NULL && kind == MIG_KIND_AUTO && bind != ip) l = migListen(kind, ip, (int)port, tok, err);
+    const char *bind = kind != XFER_KIND_TCP && server.rdma_bind[0] ? server.rdma_bind : ip;
+    xferListener *l = xferListen(kind, bind, (int)port, tok, err);
+    if (l == NULL && kind == XFER_KIND_AUTO && bind != ip) l = xferListen(kind, ip, (int)port, tok, err);
     if (l == NULL) {
         addReplyErrorFormat(c, "cannot open the data listener: %s", err);
         return;
@@ -785,15 +785,15 @@ void initRdmaServerCommand(client *c) {
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
         if (migSlotIsSet(s->bitmap, slot)) slotCompactPin(slot);
     s->r.listener = l;
-    s->kind = migListenerKind(l);
-    snprintf(s->transport, sizeof(s->transport), "%s", migKindName(s->kind));
+    s->kind = xferListenerKind(l);
+    snprintf(s->transport, sizeof(s->transport), "%s", xferKindName(s->kind));
     s->deadline_ms = s->start_ms + timeout;
     s->r.donor_client_id = c->id;
     s->phase = MIG_PHASE_TRANSFER;
     mig = s;
     if (pthread_create(&s->thread, NULL, migRecipientThread, s) != 0) {
         mig = NULL;
-        migCloseListener(l);
+        xferCloseListener(l);
         s->r.listener = NULL;
         addReplyErrorFormat(c, "cannot start the migration thread: %s", strerror(errno));
         migFail(s, "cannot start the migration thread");
@@ -801,12 +801,12 @@ void initRdmaServerCommand(client *c) {
         return;
     }
     s->thread_started = 1;
-    if (migListenerNote(l)[0])
-        serverLog(LL_NOTICE, "Slot migration: %s", migListenerNote(l));
+    if (xferListenerNote(l)[0])
+        serverLog(LL_NOTICE, "Slot migration: %s", xferListenerNote(l));
     addReplyMapLen(c, 6);
-    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, migKindName(s->kind));
+    addReplyBulkCString(c, "transport"); addReplyBulkCString(c, xferKindName(s->kind));
     addReplyBulkCString(c, "host"); addReplyBulkCString(c, bind);
-    addReplyBulkCString(c, "port"); addReplyLongLong(c, migListenerPort(l));
+    addReplyBulkCString(c, "port"); addReplyLongLong(c, xferListenerPort(l));
     addReplyBulkCString(c, "token"); addReplyBulkCString(c, tok);
     addReplyBulkCString(c, "session"); addReplyBulkCString(c, s->sid);
     addReplyBulkCString(c, "version"); addReplyLongLong(c, MIG_PROTOCOL_VERSION);
@@ -897,7 +897,7 @@ void rdmaRegisterCommand(client *c) {
         ms->nkeys = (size_t)nkeys;
         ms->manifest_addr = maddr;
         ms->nblocks = (size_t)nblocks;
-        ms->blocks = zcalloc(sizeof(migBlockMap) * nblocks);
+        ms->blocks = zcalloc(sizeof(blkMap) * nblocks);
         j += 4;
         for (long long b = 0; b < nblocks; b++, j += 4) {
             unsigned long long a, sz, bytes, sum;
@@ -956,7 +956,7 @@ void rdmaRegisterCommand(client *c) {
     s->r.reg_expect = zmalloc(sizeof(uint64_t) * (nb ? nb : 1));
     s->r.reg_slot = zmalloc(sizeof(int) * (nb ? nb : 1));
     s->r.patch_queue = zmalloc(sizeof(int) * (n ? n : 1));
-    s->r.reg_desc = zcalloc(sizeof(migBlockDesc) * (nb ? nb : 1));
+    s->r.reg_desc = zcalloc(sizeof(xferBlockDesc) * (nb ? nb : 1));
     nb = 0;
     for (int i = 0; i < n; i++) {
         for (size_t b = 0; b < slots[i].nblocks; b++, nb++) {
@@ -1088,7 +1088,7 @@ void rdmaResolveCommand(client *c) {
     if (migCheckNode(c) == C_ERR) return;
     if (!migValidSid(sid)) {
         addReplyErrorFormat(c, "Invalid session id '%.40s': %d hex digits, as "
-                            "INITRDMASERVER replied", sid, MIG_TOKEN_LEN);
+                            "INITRDMASERVER replied", sid, XFER_TOKEN_LEN);
         return;
     }
     if (clusterParseSlotRanges(c, 2, c->argc, bitmap, &nslots) == C_ERR) return;

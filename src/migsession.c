@@ -31,8 +31,8 @@
 #include "slotalloc.h"
 #include "slotcompact.h"
 #include "slotfreeze.h"
-#include "migblocks.h"
-#include "migtransport.h"
+#include "slotblocks.h"
+#include "xfer.h"
 #include "migration.h"
 #include "migprotocol.h"
 #include "migsession.h"
@@ -127,11 +127,11 @@ void migSetPhase(migSession *s, int phase) {
     s->phase = phase;
 }
 
-/* A session id as INITRDMASERVER makes them: MIG_TOKEN_LEN lowercase hex
+/* A session id as INITRDMASERVER makes them: XFER_TOKEN_LEN lowercase hex
  * digits. */
 int migValidSid(const char *sid) {
     size_t n = strlen(sid);
-    if (n != MIG_TOKEN_LEN) return 0;
+    if (n != XFER_TOKEN_LEN) return 0;
     for (size_t i = 0; i < n; i++)
         if (!((sid[i] >= '0' && sid[i] <= '9') || (sid[i] >= 'a' && sid[i] <= 'f'))) return 0;
     return 1;
@@ -163,14 +163,14 @@ void migFreeArgv(sds *argv, int argc) {
  * RDMAMIGRATESLOTS and INITRDMASERVER share. Returns 1 if it was one of
  * them with its value (*j then points at the value), 0 if argv[*j] is
  * something else or lacks its value, -1 after replying an error. */
-int migParseCommonOption(client *c, int *j, migKind *kind, long long *timeout) {
+int migParseCommonOption(client *c, int *j, xferKind *kind, long long *timeout) {
     char *a = c->argv[*j]->ptr;
     robj *v;
 
     if (*j + 1 >= c->argc) return 0;
     v = c->argv[*j + 1];
     if (!strcasecmp(a, "transport")) {
-        if (migParseKind(v->ptr, kind) == -1) {
+        if (xferParseKind(v->ptr, kind) == -1) {
             addReplyErrorFormat(c, "Invalid TRANSPORT '%s': use rdma, tcp or auto",
                                 (char *)v->ptr);
             return -1;
@@ -310,7 +310,7 @@ void migEndSession(migSession *s, int last) {
     }
     for (int i = 0; i < s->nmig; i++) {
         zfree(s->slots[i].blocks);
-        if (s->slots[i].has_keys) migAdoptedFree(&s->slots[i].keys);
+        if (s->slots[i].has_keys) blkAdoptedFree(&s->slots[i].keys);
     }
     zfree(s->slots);
     zfree(s->d.sent_order);
@@ -459,15 +459,15 @@ void migDeleteKey(redisDb *db, int slot, dictEntry *de, int how, const uint64_t 
  * walks the same way, and its keys lie in RDB load order, not in the
  * slot's: there the misses are worse.) */
 void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la) {
-    dictEntry *n1 = migNextInSlot(de), *n2;
+    dictEntry *n1 = blkNextInSlot(de), *n2;
 
     la->de = n1;
     if (n1 == NULL) return;
     la->hash = dictHashKey(d, dictGetKey(n1));
-    migPrefetchBucket(d, la->hash);
-    if ((n2 = migNextInSlot(n1)) == NULL) return;
+    blkPrefetchBucket(d, la->hash);
+    if ((n2 = blkNextInSlot(n1)) == NULL) return;
     __builtin_prefetch((char *)dictGetKey(n2) - 1);     /* Its header too. */
-    if ((n2 = migNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
+    if ((n2 = blkNextInSlot(n2)) != NULL) __builtin_prefetch(n2);
 }
 
 /* A lazyfree job that frees nothing: the lazyfree thread runs jobs in
@@ -913,7 +913,7 @@ void migGiveSlots(const unsigned char *bitmap) {
  * ("migration-import-session"): a donor that lost RDMAHANDOVER's reply
  * asks RDMARESOLVE, which this node answers after a restart too. */
 static unsigned char migImporting[CLUSTER_SLOTS / 8];
-char migImportSid[MIG_TOKEN_LEN + 1];
+char migImportSid[XFER_TOKEN_LEN + 1];
 
 int migRememberImporting(const unsigned char *bitmap) {
     for (int j = 0; j < CLUSTER_SLOTS / 8; j++) migImporting[j] |= bitmap[j];

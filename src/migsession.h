@@ -39,8 +39,8 @@
 
 #include "server.h"
 #include "hiredis.h"
-#include "migblocks.h"
-#include "migtransport.h"
+#include "slotblocks.h"
+#include "xfer.h"
 
 #include <pthread.h>
 
@@ -119,18 +119,18 @@ typedef struct migSlot {
     int slot;
     size_t nkeys;
     /* Donor: the manifest and the slot's blocks. */
-    migManifest manifest;
+    blkManifest manifest;
     int has_manifest;
     int built;                      /* The manifest is whole. */
     int restarted;                  /* Begun again once while watched (the
                                      * slot was written between two of its
                                      * steps). */
     /* Both: the blocks (donor addresses; recipient: local copies too). */
-    migBlockMap *blocks;
+    blkMap *blocks;
     size_t nblocks;
     uint64_t manifest_addr;         /* Recipient: from RDMAREGISTER. */
     int adopted;                    /* Recipient: blocks adopted. */
-    migAdopted keys;                /* Recipient: patched keys. */
+    blkAdopted keys;                /* Recipient: patched keys. */
     int has_keys;
     size_t blocks_left;             /* Recipient thread: blocks of the slot
                                      * not yet whole (TCP reports them). */
@@ -202,8 +202,8 @@ int migParseTestCorrupt(const char *spec, struct migCorrupt *out, const char **e
 /* The recipient's part of a session (s->r; zero on a donor). */
 typedef struct migRecipientState {
     uint64_t donor_client_id;       /* The connection INITRDMASERVER came on. */
-    migListener *listener;
-    migConn *conn;
+    xferListener *listener;
+    xferConn *conn;
     int reg_requested, reg_done;    /* RDMAREGISTER handed to the thread. */
     void **reg_addrs;
     uint64_t *reg_lens;
@@ -219,9 +219,9 @@ typedef struct migRecipientState {
     int patch_stop;                 /* ...or stop now: the import failed. */
     int patch_failed;               /* The patcher failed: patch_err. */
     int patch_overlap;              /* Slots go to it during the transfer. */
-    char patch_err[MIG_ERR_LEN];
+    char patch_err[XFER_ERR_LEN];
     uint32_t reg_n;
-    migBlockDesc *reg_desc;
+    xferBlockDesc *reg_desc;
     client *reg_client;
     int done_requested, patched;    /* RDMADONE handed to the thread. */
     int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
@@ -249,7 +249,7 @@ typedef struct migSession {
                                      * registered ones (recipient). */
     int nmig;
     long long start_ms, deadline_ms, phase_start_ms;
-    migKind kind;
+    xferKind kind;
     char transport[8];              /* What was used: "tcp", "rdma". */
     redisAtomic int cancel;         /* Stop now: CANCEL, or a failure
                                      * (atomic). */
@@ -281,7 +281,7 @@ typedef struct migSession {
     long long pause_first_ms;       /* Donor: the longest of those (the
                                      * freeze). */
     long long writes_replayed;      /* Both: commands applied by RDMAREPLAY. */
-    migStats tstats;
+    xferStats tstats;
     /* Threads. */
     pthread_t thread;
     int thread_started;
@@ -304,7 +304,7 @@ typedef struct migSession {
     /* Both: the import session's id, made by the recipient at
      * INITRDMASERVER; every later message that could end the import
      * (RDMAHANDOVER, RDMARESOLVE) names it. "" until known. */
-    char sid[MIG_TOKEN_LEN + 1];
+    char sid[XFER_TOKEN_LEN + 1];
     migDonorState d;                /* Donor. */
     migRecipientState r;            /* Recipient. */
 } migSession;
@@ -334,10 +334,10 @@ struct migLast {
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */
-    migStats tstats;                /* Summed over migrations. */
+    xferStats tstats;                /* Summed over migrations. */
     /* The last import session here, for RDMARESOLVE: its id, and whether
      * it ended with the slots this node's. */
-    char import_sid[MIG_TOKEN_LEN + 1];
+    char import_sid[XFER_TOKEN_LEN + 1];
     int import_owned;
     long long peers_refused;        /* Summed over imports. */
 };
@@ -389,7 +389,7 @@ void migAppendRanges(const unsigned char *bitmap, sds **argv, int *argc);
 void migFreeArgv(sds *argv, int argc);
 /* The options RDMAMIGRATESLOTS and INITRDMASERVER share, and the node
  * checks every command makes. */
-int migParseCommonOption(client *c, int *j, migKind *kind, long long *timeout);
+int migParseCommonOption(client *c, int *j, xferKind *kind, long long *timeout);
 int migCheckNode(client *c);
 /* Session lifecycle: new, interrupt its thread's blocking I/O, end it
  * (records migLast, frees it, clears mig), and the 1 ms timer that drives
@@ -444,7 +444,7 @@ void migApplyThreadPriority(migSession *s);
 void migGiveSlots(const unsigned char *bitmap);
 int migRememberImporting(const unsigned char *bitmap);
 void migForgetImporting(const unsigned char *bitmap);
-extern char migImportSid[MIG_TOKEN_LEN + 1];
+extern char migImportSid[XFER_TOKEN_LEN + 1];
 
 /* ========================= migdonor.c: the donor ========================== */
 

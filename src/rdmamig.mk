@@ -14,11 +14,11 @@
 # with the same USE_RDMA decision (it asks redis-server --version).
 
 BUILD_RDMA?=auto
-# migtransport.o + migtcp.o + migrdma.o: the block transport of slot
-# migration (its facade, TCP, and RDMA under USE_RDMA; without it migrdma.o
-# only refuses RDMA). migblocks.o: what a migration puts in the blocks and
+# xfer.o + xfertcp.o + xferrdma.o: the block transport of slot
+# migration (its facade, TCP, and RDMA under USE_RDMA; without it xferrdma.o
+# only refuses RDMA). slotblocks.o: what a migration puts in the blocks and
 # how the recipient adopts it.
-RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o migblocks.o migtransport.o migtcp.o migrdma.o \
+RDMAMIG_SERVER_OBJ=rdmamig.o slotalloc.o slotcompact.o slotblocks.o xfer.o xfertcp.o xferrdma.o \
 	clustersetslots.o slotfreeze.o migsession.o migdonor.o migrecipient.o migration.o
 # clitransport.o + climigrate.o: redis-cli --cluster rebalance|reshard
 # moving slots with RDMAMIGRATESLOTS (--cluster-transport).
@@ -45,6 +45,6 @@ ifeq ($(RDMAMIG_RDMA),yes)
 	FINAL_LIBS+=-libverbs -lrdmacm
 endif
 
-# migblocks.o: the blocks' checksums, XXH3 from Debian's libxxhash
+# slotblocks.o: the blocks' checksums, XXH3 from Debian's libxxhash
 # (libxxhash-dev; utils/install-deps.sh installs it).
 FINAL_LIBS+=-lxxhash

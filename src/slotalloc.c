@@ -1708,7 +1708,7 @@ size_t slotAllocBlockUsedRanges(void *block_addr, slotAllocRangeInfo *out, size_
 
 /* The same ranges for a block image that is none of this process's blocks
  * yet: a migration's received copy, before it is adopted, whose checksum
- * covers the ranges the donor shipped (migblocks.c). They are read from the
+ * covers the ranges the donor shipped (slotblocks.c). They are read from the
  * image's own header, page table and bitmap, checked first (saImageCheck):
  * returns 0 if the 'size' bytes at base are not a well formed block. Reads
  * only. */

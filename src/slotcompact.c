@@ -534,7 +534,7 @@ sds slotCompactGenInfo(sds info) {
  * and for strings the sds (embstr and int live in the robj), for sets the
  * intset, for hashes and zsets the listpack. 0 for every other encoding
  * (lists, hash tables, skiplists, streams have nodes to check one by one).
- * Used by the write hook below and by a migration's manifest (migblocks.c)
+ * Used by the write hook below and by a migration's manifest (slotblocks.c)
  * to tell a value that can travel as it is. */
 int slotCompactValueInSlot(robj *o, int slot) {
     if (slotAllocSlotOf(o) != slot) return 0;
@@ -722,7 +722,7 @@ static void slotCompactEnd(void) {
  * hash of 10 fields written once and then only read stays half rehashed
  * for good): finish the rehash before its entries move. The move then
  * carries one table, not two, and a migration of the slot, which must
- * finish it before it ships the table (migDictInSlot), finds nothing left
+ * finish it before it ships the table (blkDictInSlot), finds nothing left
  * to do in its prepare phase, while writes to the slot wait. Big dicts
  * (more than SLOTCOMPACT_REHASH_MAX entries) are left to their incremental
  * rehash: this runs within a bounded slice of the main thread. */

@@ -9,8 +9,8 @@
 # Layers (0 is the lowest):
 #   0  slotalloc.o, rdmamig.o               allocator; build identity
 #   1  slotcompact.o                        slot placement (slot affinity)
-#   2  migblocks.o, slotfreeze.o            blocks of a migration; write fence
-#   3  migtransport.o, migtcp.o, migrdma.o  block transport
+#   2  slotblocks.o, slotfreeze.o           blocks of a migration; write fence
+#   3  xfer.o, xfertcp.o, xferrdma.o        block transport
 #   4  migsession.o                         what both roles use
 #   5  clustersetslots.o                    CLUSTER SETSLOTS, the slot parser
 #                                           and the handover's ownership change
@@ -20,6 +20,10 @@
 # implementations use its common part); from layer 4 up only strictly
 # down: the donor and the recipient never call each other, migsession.c
 # calls neither.
+#
+# And one prefix per layer: every global symbol an object defines starts
+# with its layer's prefix (below), or is a command's procedure (...Command,
+# upstream's convention), so a name says which layer it belongs to.
 #
 # Run by `make test` (suite "ours") like every tests/build/*.sh; needs a
 # build (build/redis/src/*.o). Prints one [ok] or [err] line per object.
@@ -31,10 +35,20 @@ objdir="$repo/build/redis/src"
 declare -A layer=(
     [slotalloc.o]=0 [rdmamig.o]=0
     [slotcompact.o]=1
-    [migblocks.o]=2 [slotfreeze.o]=2
-    [migtransport.o]=3 [migtcp.o]=3 [migrdma.o]=3
+    [slotblocks.o]=2 [slotfreeze.o]=2
+    [xfer.o]=3 [xfertcp.o]=3 [xferrdma.o]=3
     [migsession.o]=4 [clustersetslots.o]=5
     [migdonor.o]=6 [migrecipient.o]=6 [migration.o]=7
+)
+
+# The names an object may define (an extended regex, anchored).
+declare -A prefix=(
+    [slotalloc.o]='slotAlloc' [rdmamig.o]='rdmaMig'
+    [slotcompact.o]='slotCompact'
+    [slotblocks.o]='blk' [slotfreeze.o]='slot(Freeze|Thaw|Watch|Unwatch)'
+    [xfer.o]='xfer' [xfertcp.o]='xfer' [xferrdma.o]='xfer'
+    [migsession.o]='mig' [clustersetslots.o]='cluster'
+    [migdonor.o]='mig' [migrecipient.o]='mig' [migration.o]='mig'
 )
 
 if [ ! -e "$objdir/slotalloc.o" ]; then
@@ -43,7 +57,7 @@ if [ ! -e "$objdir/slotalloc.o" ]; then
 fi
 
 # symbol -> defining object, for our objects that exist in this build
-# (migrdma.o only with BUILD_RDMA, migtcp.o once the transport is split).
+# (xferrdma.o only with BUILD_RDMA, xfertcp.o once the transport is split).
 declare -A def
 for o in "${!layer[@]}"; do
     [ -e "$objdir/$o" ] || continue
@@ -66,6 +80,17 @@ for o in $(printf '%s\n' "${!layer[@]}" | sort); do
         echo "[ok]: layering - ${o%.o}.c calls nothing above its layer (${layer[$o]})"
     else
         echo "[err]: layering - ${o%.o}.c calls up: ${bad[*]}"
+        failed=1
+    fi
+done
+for o in $(printf '%s\n' "${!layer[@]}" | sort); do
+    [ -e "$objdir/$o" ] || continue
+    bad=$(nm --defined-only -g "$objdir/$o" | awk '{print $3}' |
+          grep -Ev "^(${prefix[$o]})|Command\$" | tr '\n' ' ')
+    if [ -z "$bad" ]; then
+        echo "[ok]: layering - ${o%.o}.c defines only ${prefix[$o]}* names"
+    else
+        echo "[err]: layering - ${o%.o}.c defines names outside its prefix ${prefix[$o]}: $bad"
         failed=1
     fi
 done

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests of the block transport's TCP implementation (src/migtcp.c),
+# Tests of the block transport's TCP implementation (src/xfertcp.c),
 # natively, with bin/migtransport-test (src/migtransporttest.c): run by
 # `make test` (suite "ours") like every tests/build/*.sh.
 #

@@ -2,7 +2,7 @@
 # build-tree.sh      (tests/fuzz/fuzz.mk runs it for the migpatch target)
 #
 # A second build of the patched upstream tree, for fuzzing what needs the
-# server's objects (src/migblocks.c): build/fuzz/redis, prepared like
+# server's objects (src/slotblocks.c): build/fuzz/redis, prepared like
 # build/redis (deps/prepare-tree.sh, our sources linked in) and compiled
 # with clang, ASan, UBSan and libFuzzer's coverage, with libc malloc
 # (MALLOC=libc: ASan then sees every heap allocation; the slot allocator

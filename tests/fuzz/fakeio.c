@@ -215,7 +215,7 @@ int fakeAccept4(int fd, struct sockaddr *addr, socklen_t *addrlen, int flags) {
         errno = EAGAIN;
         return -1;
     }
-    /* An address family migFormatSockaddr does not know: "?". */
+    /* An address family xferFormatSockaddr does not know: "?". */
     if (addr && addrlen && *addrlen >= sizeof(sa_family_t)) {
         memset(addr, 0, *addrlen);
         addr->sa_family = AF_UNIX;

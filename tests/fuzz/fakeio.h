@@ -4,7 +4,7 @@
  *
  * Why a seam instead of socketpairs: a fuzzer needs every run of an input
  * to take the same path. With real sockets, how the kernel cuts the stream
- * into reads (and so which of migTcpWaitTransfer's stage / direct-read
+ * into reads (and so which of xferTcpWaitTransfer's stage / direct-read
  * paths a record takes), and in which order a listener sees its peers'
  * bytes, depend on scheduling; a stream longer than a socket buffer needs
  * a second thread to write it; and every handshake or transfer timeout
@@ -15,8 +15,8 @@
  * once. So the fuzzer controls the cuts, a timeout costs nothing, and a
  * crash replays exactly.
  *
- * How: the fuzz build compiles the transport (src/migtransport.c,
- * src/migtcp.c, src/migrdma.c) with `-include tests/fuzz/fakeio.h` and
+ * How: the fuzz build compiles the transport (src/xfer.c,
+ * src/xfertcp.c, src/xferrdma.c) with `-include tests/fuzz/fakeio.h` and
  * -DFAKEIO_SEAM, which turns its calls of read, readv, send, sendmsg,
  * poll, accept4, close and clock_gettime into the fake* functions below. They act on fake descriptors (FAKEIO_LISTEN_FD,
  * and FAKEIO_CONN_FD + i for peer i, handed out by accept4 in order) and
@@ -43,7 +43,7 @@
 /* Far above any descriptor the process really has. */
 #define FAKEIO_LISTEN_FD 999999
 #define FAKEIO_CONN_FD 1000000
-/* More than a listener keeps in their handshake (MIG_PENDING_MAX). */
+/* More than a listener keeps in their handshake (XFER_PENDING_MAX). */
 #define FAKEIO_MAX_PEERS 20
 
 /* How reads and writes on the fake connections are cut (fakeIo.faults). */

@@ -35,12 +35,12 @@ fuzz-seeds: $(foreach t,migtransport slotalloc migpatch,$(FUZZ_DIR)/$(t)-seeds)
 		rm -rf tests/fuzz/corpus/$$t && mkdir -p tests/fuzz/corpus/$$t && \
 		$(FUZZ_DIR)/$$t-seeds tests/fuzz/corpus/$$t || exit 1; done
 
-# migtransport: the block transport (src/migtransport.c, the facade;
-# src/migtcp.c, TCP; src/migrdma.c, built without USE_RDMA: the stub that
+# migtransport: the block transport (src/xfer.c, the facade;
+# src/xfertcp.c, TCP; src/xferrdma.c, built without USE_RDMA: the stub that
 # refuses RDMA) with its socket calls and clock turned into the scripted
 # peer of fakeio.h (-include + FAKEIO_SEAM; the files are unchanged).
-MIGTRANSPORT_SEAM_SRC := migtransport migtcp migrdma
-$(FUZZ_DIR)/seam-%.o: src/%.c src/migtransport.h src/migtransportimpl.h tests/fuzz/fakeio.h
+MIGTRANSPORT_SEAM_SRC := xfer xfertcp xferrdma
+$(FUZZ_DIR)/seam-%.o: src/%.c src/xfer.h src/xferimpl.h tests/fuzz/fakeio.h
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -include tests/fuzz/fakeio.h \
 		-DFAKEIO_SEAM -c -o $@ $<
@@ -67,7 +67,7 @@ $(FUZZ_DIR)/slotalloc-seeds: tests/fuzz/slotalloc-seeds.c src/slotalloc.c src/sl
 	@mkdir -p $(FUZZ_DIR)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -pthread -o $@ tests/fuzz/slotalloc-seeds.c src/slotalloc.c
 
-# migpatch: src/migblocks.c and everything under it, in the objects of
+# migpatch: src/slotblocks.c and everything under it, in the objects of
 # build/fuzz/redis (build-tree.sh runs its make every time: it rebuilds
 # what changed, and then the harness is relinked).
 MIGPATCH_SRC := tests/fuzz/migpatch-env.c tests/fuzz/migpatch-env.h tests/fuzz/fuzz-util.h

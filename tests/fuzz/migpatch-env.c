@@ -1,6 +1,6 @@
 /* migpatch-env.c -- just enough of a Redis server, in one process and
  * without its event loop, for the migpatch fuzz target and its seed maker
- * to run the recipient's adoption path (src/migblocks.c) as a cluster node
+ * to run the recipient's adoption path (src/slotblocks.c) as a cluster node
  * does: the config defaults, shared objects, the module registry (a DUMP
  * payload may name a module type), db 0 with its slot-to-keys index, and
  * the slot allocator routed through zmalloc (slotCompactInit).

@@ -1,10 +1,10 @@
 /* migpatch-fuzz.c -- libFuzzer target: what a recipient does with a slot's
- * blocks once they are in (src/migblocks.c): migAdoptBlock() of each one,
- * then migPatchSlot(), which reads the manifest and every key, value,
+ * blocks once they are in (src/slotblocks.c): blkAdoptBlock() of each one,
+ * then blkPatchSlot(), which reads the manifest and every key, value,
  * listpack, intset, quicklist node, LZF payload, hash table and DUMP
  * payload it points to, trusting nothing, and rewrites donor addresses.
  *
- * (migBlockImageSum, the checksum of what an image says was shipped, is
+ * (blkImageSum, the checksum of what an image says was shipped, is
  * run on every block first, as the migration does.)
  *
  * One input is a slot's blocks as they arrive, and what the donor said of
@@ -16,13 +16,13 @@
  *
  * Besides ASan and UBSan, a slot the recipient accepts must be usable
  * exactly as DEBUG SLOTREPLANT and the migration use it:
- *   - every adopted value serializes (migSerializeAdopted, which walks
+ *   - every adopted value serializes (blkSerializeAdopted, which walks
  *     every element) into a DUMP payload that RESTORE's own checks accept
  *     (verifyDumpPayload, then rdbLoadObject with deep sanitization) as a
- *     value of the same type: migPatchSlot accepted nothing RESTORE would
+ *     value of the same type: blkPatchSlot accepted nothing RESTORE would
  *     refuse;
- *   - the keys link into the keyspace (migLinkAdopted), what no key owns
- *     is swept (migSweepGarbage), and then deleting each key one by one
+ *   - the keys link into the keyspace (blkLinkAdopted), what no key owns
+ *     is swept (blkSweepGarbage), and then deleting each key one by one
  *     frees every allocation left in the blocks: none is freed twice or
  *     is not a live allocation (the slot allocator panics: a crash), and
  *     none is left over (no allocation owned by no one, or by two keys);
@@ -36,7 +36,7 @@
 #include "cluster.h"
 #include "slotalloc.h"
 #include "slotcompact.h"
-#include "migblocks.h"
+#include "slotblocks.h"
 #include "migpatch-env.h"
 #include "fuzz-util.h"
 
@@ -66,7 +66,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 /* The DUMP payload of an adopted value must load as RESTORE loads it. */
-static void fzCheckPayload(migAdoptedKey *k, sds payload, size_t i) {
+static void fzCheckPayload(blkAdoptedKey *k, sds payload, size_t i) {
     rio rdb;
     int type, error = 0;
     robj *o;
@@ -89,13 +89,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * used_memory is compared only when they did not. */
     unsigned long slots_before = dictSlots(server.db[0].dict) + dictSlots(server.db[0].expires);
     void *addrs[MIGPATCH_MAX_BLOCKS];
-    migBlockMap map[MIGPATCH_MAX_BLOCKS];
+    blkMap map[MIGPATCH_MAX_BLOCKS];
     int slot = (int)(fuzzTake(data, size, &pos, 2) % CLUSTER_SLOTS);
     size_t nb = 1 + (fuzzTake(data, size, &pos, 1) & 3);
     size_t nkeys = fuzzTake(data, size, &pos, 4);
     uint64_t manifest = fuzzTake(data, size, &pos, 8);
     slotAllocSlotStat st;
-    migAdopted a;
+    blkAdopted a;
     sds err = NULL;
 
     for (size_t b = 0; b < nb; b++) {
@@ -112,38 +112,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
      * shipped (its used ranges, read from its own tables), then adoption,
      * which must refuse exactly the images that have no checksum. */
     for (size_t b = 0; b < nb; b++) {
-        int summed = migBlockImageSum(addrs[b], sizes[b], &map[b].sum) == 0;
-        int adopted = migAdoptBlock(slot, addrs[b]) == 0;
+        int summed = blkImageSum(addrs[b], sizes[b], &map[b].sum) == 0;
+        int adopted = blkAdoptBlock(slot, addrs[b]) == 0;
         if (summed != adopted)
             fzFail(adopted ? "an image without a checksum was adopted"
                            : "an image with a checksum was refused", b, NULL);
         if (!adopted) goto release;
     }
-    if (migPatchSlot(slot, map, nb, manifest, nkeys, &a, &err) == C_ERR) {
+    if (blkPatchSlot(slot, map, nb, manifest, nkeys, &a, &err) == C_ERR) {
         if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "migpatch-fuzz: refused: %s\n", err);
-        migAdoptedFree(&a);
+        blkAdoptedFree(&a);
         sdsfree(err);
         goto release;
     }
-    if (a.nkeys != nkeys) fzFail("migPatchSlot returned another number of keys", a.nkeys, NULL);
+    if (a.nkeys != nkeys) fzFail("blkPatchSlot returned another number of keys", a.nkeys, NULL);
     if (getenv("FUZZ_VERBOSE"))
         fprintf(stderr, "migpatch-fuzz: slot %d: %zu keys adopted (%zu zero-copy, %zu "
                 "rebuilt, %zu serialized)\n", slot, a.nkeys, a.keys_zero_copy,
                 a.keys_rebuilt, a.keys_serialized);
 
-    migSerializeAdopted(&a);
+    blkSerializeAdopted(&a);
     for (size_t i = 0; i < a.nkeys; i++) {
         fzCheckPayload(&a.keys[i], a.payloads[i], i);
         sdsfree(a.payloads[i]);
     }
     zfree(a.payloads);
     a.payloads = NULL;
-    if (migLinkAdopted(&a, SIZE_MAX) != nkeys) fzFail("not every key was linked", 0, NULL);
-    migSweepGarbage(&a, map, nb);
+    if (blkLinkAdopted(&a, SIZE_MAX) != nkeys) fzFail("not every key was linked", 0, NULL);
+    blkSweepGarbage(&a, map, nb);
     if (fuzzDeleteSlotKeys(slot) != nkeys) fzFail("the slot holds another number of keys", 0, NULL);
     slotAllocSlotStats(slot, &st);
     if (st.live_allocs) fzFail("allocations left in the blocks once every key was freed", st.live_allocs, NULL);
-    migAdoptedFree(&a);
+    blkAdoptedFree(&a);
 
 release:
     slotCompactReleaseSlot(slot);

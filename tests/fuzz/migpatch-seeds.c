@@ -4,14 +4,14 @@
  *
  * Each seed is a real slot as a donor ships it: keys created in the slot's
  * blocks (zmalloc's placement arena, as slot compaction would have put
- * them there), the manifest built by migBuildManifest(), and the blocks'
+ * them there), the manifest built by blkBuildManifest(), and the blocks'
  * used ranges (slotAllocBlockUsedRanges, what a migration sends) written
  * as the input's patches, with the blocks' donor addresses, the manifest's
  * address and its key count (format: migpatch-env.h). One seed per family
  * of values, so that each stays a few KB: strings of every encoding and a
  * shared integer, with TTLs; a quicklist with compressed nodes; listpacks
- * and an intset; hash tables (MIG_PATH_DICT); a skiplist and a stream
- * (MIG_PATH_DUMP); a slot of two blocks.
+ * and an intset; hash tables (BLK_PATH_DICT); a skiplist and a stream
+ * (BLK_PATH_DUMP); a slot of two blocks.
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
@@ -20,7 +20,7 @@
 #include "cluster.h"
 #include "slotalloc.h"
 #include "slotcompact.h"
-#include "migblocks.h"
+#include "slotblocks.h"
 #include "migpatch-env.h"
 #define FUZZ_SEED_MAKER
 #include "fuzz-util.h"
@@ -85,7 +85,7 @@ static void makeValues(const char *tag, int family) {
         }
         addKey(tag, "intset", o, 120000);
         break;
-    case 3:     /* hash tables: a hash and a set (MIG_PATH_DICT) */
+    case 3:     /* hash tables: a hash and a set (BLK_PATH_DICT) */
         o = createHashObject();
         hashTypeConvert(o, OBJ_ENCODING_HT);
         for (int i = 0; i < 10; i++) {
@@ -132,13 +132,13 @@ static void makeValues(const char *tag, int family) {
 static int writeSeed(const char *dir, const char *name, const char *tag, int family) {
     int slot = (int)keyHashSlot((char *)tag, (int)strlen(tag));
     slotAllocBlockInfo bi[MIGPATCH_MAX_BLOCKS + 1];
-    migManifest m;
+    blkManifest m;
     sds err = NULL;
 
     zmalloc_place_arena = slot;
     makeValues(tag, family);
     zmalloc_place_arena = -1;
-    if (migBuildManifest(slot, &m, &err) == C_ERR) {
+    if (blkBuildManifest(slot, &m, &err) == C_ERR) {
         fprintf(stderr, "migpatch-seeds: %s: %s\n", name, err);
         return -1;
     }
@@ -169,7 +169,7 @@ static int writeSeed(const char *dir, const char *name, const char *tag, int fam
     printf("migpatch-seeds: %s/%s: slot %d, %zu keys (%zu zero-copy, %zu rebuilt, %zu "
            "serialized), %zu blocks, %zu bytes\n", dir, name, slot, m.nkeys,
            m.keys_zero_copy, m.keys_rebuilt, m.keys_serialized, nb, seed_len);
-    migFreeManifest(&m);
+    blkFreeManifest(&m);
     fuzzDeleteSlotKeys(slot);
     slotCompactReleaseSlot(slot);
 

@@ -1,10 +1,10 @@
 /* migtransport-fuzz.c -- libFuzzer target: the recipient end of the TCP
- * block transport (src/migtcp.c, behind src/migtransport.c) fed whatever
+ * block transport (src/xfertcp.c, behind src/xfer.c) fed whatever
  * its peers may send.
  *
  * One input is one listener and the peers that connect to it: a few bytes
  * configure the recipient (how many blocks it registers and their sizes,
- * whether it watches them with migWatchBlocks and which "block done"
+ * whether it watches them with xferWatchBlocks and which "block done"
  * callback fails, how the peers' bytes are cut into reads), and the rest
  * is what each peer sends, in the order they connect (up to 20, more than
  * the listener keeps in their handshake: strangers, port scanners, a donor
@@ -29,23 +29,23 @@
  *              0: raw bytes (u16 count, the bytes)
  *              1: a run (u16 count, u8 value)
  *              2: a record header (u8 type, u8 block, u24 offset, u24
- *                 length; migEncodeRecord)
+ *                 length; xferEncodeRecord)
  *              3: a HELLO with the right token (u8 status)
  *
- * The input goes through the real code, from migAccept() (the handshakes
- * of all the peers, on a listener made by migListen() whose socket is then
- * swapped for a fake one) to migRegisterRecvBlocks(), migWatchBlocks() and
- * migWaitTransfer() with the peer it accepted, then migClose(), on fake
+ * The input goes through the real code, from xferAccept() (the handshakes
+ * of all the peers, on a listener made by xferListen() whose socket is then
+ * swapped for a fake one) to xferRegisterRecvBlocks(), xferWatchBlocks() and
+ * xferWaitTransfer() with the peer it accepted, then xferClose(), on fake
  * sockets and a fake clock (fakeio.h says why). Besides the sanitizers,
- * an oracle written from the protocol's description (migtransport.h, the
- * top of migtcp.c), not from the code, predicts what must happen and
+ * an oracle written from the protocol's description (xfer.h, the
+ * top of xfertcp.c), not from the code, predicts what must happen and
  * the run aborts when anything differs:
  *   - whether a donor is accepted: one is if and only if some peer sent a
  *     whole HELLO with the right token (and WELCOME can be sent), and the
  *     one accepted did (with more peers than the listener keeps pending,
  *     the one with the token may be dropped as the oldest, as designed:
  *     then only the latter holds); every other peer that connected is
- *     counted as refused (migListenerRefused), and none is left pending;
+ *     counted as refused (xferListenerRefused), and none is left pending;
  *   - what each peer is answered: nothing, or WELCOME BAD_TOKEN (or the
  *     start of it) to one that presented another token; for the donor
  *     WELCOME OK, then VERDICT OK, or BAD_SUMMARY
@@ -56,12 +56,12 @@
  *     around each block catch writes just outside; ASan the rest);
  *   - the done callbacks, block by block, and that a block reported done
  *     is never written again;
- *   - after a success, the per-block byte counts (migRecvBlockBytes).
+ *   - after a success, the per-block byte counts (xferRecvBlockBytes).
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
-#include "migtransportimpl.h"
+#include "xferimpl.h"
 #include "fakeio.h"
 #include "fuzz-util.h"
 
@@ -80,7 +80,7 @@
 
 /* Outcomes the oracle predicts. */
 enum {
-    FZ_NOCONN,      /* migAccept accepted no donor */
+    FZ_NOCONN,      /* xferAccept accepted no donor */
     FZ_OK,          /* transfer accepted, VERDICT OK */
     FZ_LIE,         /* refused, VERDICT BAD_SUMMARY */
     FZ_SHORT,       /* the stream ends (or goes silent) too early */
@@ -149,16 +149,16 @@ static void fzParse(const uint8_t *data, size_t size, fzCase *fc) {
             memset(fc->stream + fc->streamlen, v, n);
             fc->streamlen += n;
         } else if (op == 2) {
-            migWireRecord w;
+            xferWireRecord w;
             uint16_t type = (uint16_t)fuzzTake(data, size, &pos, 1);
             uint32_t block = (uint32_t)fuzzTake(data, size, &pos, 1);
             uint64_t off = fuzzTake(data, size, &pos, 3), len = fuzzTake(data, size, &pos, 3);
-            migEncodeRecord(&w, type, block, 0, off, len, 0);
+            xferEncodeRecord(&w, type, block, 0, off, len, 0);
             fzEmit(fc, &w, sizeof(w));
         } else {
-            migWireHello w;
-            migEncodeHello(&w, MIG_MSG_HELLO, (uint32_t)fuzzTake(data, size, &pos, 1),
-                           (const uint8_t *)FUZZ_TOKEN);
+            xferWireHello w;
+            xferEncodeHello(&w, XFER_MSG_HELLO, (uint32_t)fuzzTake(data, size, &pos, 1),
+                            (const uint8_t *)FUZZ_TOKEN);
             fzEmit(fc, &w, sizeof(w));
         }
     }
@@ -179,7 +179,7 @@ static uint64_t fzBe64(const unsigned char *p) {
     return (uint64_t)fzBe32(p) << 32 | fzBe32(p + 4);
 }
 
-/* The extent digest as the wire format defines it (migtransport.h: FNV-1a
+/* The extent digest as the wire format defines it (xfer.h: FNV-1a
  * over big endian block, offset, length), computed here independently. */
 static uint64_t fzDigest(uint64_t h, uint32_t block, uint64_t off, uint64_t len) {
     unsigned char b[20];
@@ -203,9 +203,9 @@ typedef struct fzModel {
  * or another magic, version or type), 1 one with a wrong token, 2 one
  * with the right token. */
 static int fzHelloKind(const unsigned char *s, size_t n) {
-    if (n < 48 || fzBe32(s) != MIG_WIRE_MAGIC || fzBe16(s + 4) != MIG_WIRE_VERSION ||
-        fzBe16(s + 6) != MIG_MSG_HELLO) return 0;
-    return memcmp(s + 16, FUZZ_TOKEN, MIG_TOKEN_LEN) ? 1 : 2;
+    if (n < 48 || fzBe32(s) != XFER_WIRE_MAGIC || fzBe16(s + 4) != XFER_WIRE_VERSION ||
+        fzBe16(s + 6) != XFER_MSG_HELLO) return 0;
+    return memcmp(s + 16, FUZZ_TOKEN, XFER_TOKEN_LEN) ? 1 : 2;
 }
 
 /* What a correct recipient does with the bytes the donor it accepted sent
@@ -227,12 +227,12 @@ static void fzPredict(const fzCase *fc, const unsigned char *s, size_t n,
         uint32_t block = fzBe32(h + 8);
         uint64_t off = fzBe64(h + 16), len = fzBe64(h + 24);
         pos += 40;
-        if (fzBe32(h) != MIG_WIRE_MAGIC || fzBe16(h + 4) != MIG_WIRE_VERSION ||
-            (type != MIG_MSG_DATA && type != MIG_MSG_DONE)) {
+        if (fzBe32(h) != XFER_WIRE_MAGIC || fzBe16(h + 4) != XFER_WIRE_VERSION ||
+            (type != XFER_MSG_DATA && type != XFER_MSG_DONE)) {
             m->outcome = FZ_GARBAGE;
             return;
         }
-        if (type == MIG_MSG_DONE) {
+        if (type == XFER_MSG_DONE) {
             /* The summary must say exactly what was received. */
             uint64_t total = 0;
             int same = block <= fc->nblocks && off == m->segments &&
@@ -281,7 +281,7 @@ static void fzPredict(const fzCase *fc, const unsigned char *s, size_t n,
 /* ------------------------------ The run ---------------------------------- */
 
 static struct {
-    migListener *listener;
+    xferListener *listener;
     unsigned char *stream;
     unsigned char *mem[FUZZ_MAX_BLOCKS], *shadow[FUZZ_MAX_BLOCKS], *snap[FUZZ_MAX_BLOCKS];
     uint32_t done[FUZZ_MAX_BLOCKS * 2];
@@ -307,7 +307,7 @@ static void fzFail(const fzCase *fc, const fzModel *m, int donor, int rc,
     abort();
 }
 
-/* migWatchBlocks' callback: record the block, keep a copy of it (it must
+/* xferWatchBlocks' callback: record the block, keep a copy of it (it must
  * never change again), fail on the configured call. */
 static int fzBlockDone(void *ctx, uint32_t block, char *err) {
     (void)ctx;
@@ -319,7 +319,7 @@ static int fzBlockDone(void *ctx, uint32_t block, char *err) {
     fz.done[fz.ndone++] = block;
     memcpy(fz.snap[block], fzBlock(block), fz.fc->len[block]);
     if (fz.ndone == fz.cbfail) {
-        snprintf(err, MIG_ERR_LEN, "fuzz: the callback refuses block %" PRIu32, block);
+        snprintf(err, XFER_ERR_LEN, "fuzz: the callback refuses block %" PRIu32, block);
         return -1;
     }
     return 0;
@@ -329,11 +329,11 @@ static int fzBlockDone(void *ctx, uint32_t block, char *err) {
  * status, or -1 if there is not one. */
 static int fzAnswer(const fakePeer *p, size_t *pos, uint16_t type, uint32_t *status) {
     const unsigned char *o = p->out + *pos;
-    size_t left = p->outlen - *pos, len = type == MIG_MSG_WELCOME ? 48 : 40;
+    size_t left = p->outlen - *pos, len = type == XFER_MSG_WELCOME ? 48 : 40;
 
-    if (left < len || fzBe32(o) != MIG_WIRE_MAGIC || fzBe16(o + 4) != MIG_WIRE_VERSION ||
+    if (left < len || fzBe32(o) != XFER_WIRE_MAGIC || fzBe16(o + 4) != XFER_WIRE_VERSION ||
         fzBe16(o + 6) != type) return -1;
-    if (type == MIG_MSG_WELCOME) {
+    if (type == XFER_MSG_WELCOME) {
         *status = fzBe32(o + 8);
     } else {
         *status = fzBe32(o + 12);
@@ -348,10 +348,10 @@ static int fzAnswer(const fakePeer *p, size_t *pos, uint16_t type, uint32_t *sta
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc;
     (void)argv;
-    /* A listener made by migListen() (its pending handshakes and all),
+    /* A listener made by xferListen() (its pending handshakes and all),
      * whose socket is then swapped for the fake one. */
-    char err[MIG_ERR_LEN];
-    fz.listener = migListen(MIG_KIND_TCP, "127.0.0.1", 0, FUZZ_TOKEN, err);
+    char err[XFER_ERR_LEN];
+    fz.listener = xferListen(XFER_KIND_TCP, "127.0.0.1", 0, FUZZ_TOKEN, err);
     if (fz.listener == NULL) {
         fprintf(stderr, "migtransport-fuzz: %s\n", err);
         exit(1);
@@ -372,9 +372,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fzCase fc = {.stream = fz.stream};
     fzModel m;
-    char err[MIG_ERR_LEN] = "";
+    char err[XFER_ERR_LEN] = "";
     void *addrs[FUZZ_MAX_BLOCKS];
-    migBlockDesc desc[FUZZ_MAX_BLOCKS];
+    xferBlockDesc desc[FUZZ_MAX_BLOCKS];
     int rc = -2;
 
     fzParse(data, size, &fc);
@@ -399,24 +399,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* The handshakes: a donor iff some peer presented the token (and could
      * be told WELCOME); every other peer that connected is refused. */
     fz.listener->accepted = 0;
-    uint64_t refused = migListenerRefused(fz.listener);
-    migConn *c = migAccept(fz.listener, 5000, 10000, err);
-    int donor = c ? migTcpFd(c) - FAKEIO_CONN_FD : -1, any = 0;
+    uint64_t refused = xferListenerRefused(fz.listener);
+    xferConn *c = xferAccept(fz.listener, 5000, 10000, err);
+    int donor = c ? xferTcpFd(c) - FAKEIO_CONN_FD : -1, any = 0;
     for (int i = 0; i < fc.npeers; i++)
         any |= fzHelloKind(fc.stream + fc.start[i], fc.end[i] - fc.start[i]) == 2;
-    if ((c != NULL) != (any && !fc.epipe) && (c != NULL || fc.npeers <= MIG_PENDING_MAX))
-        fzFail(&fc, NULL, donor, rc, err, c ? "migAccept took a peer without the token"
-                                            : "migAccept refused a donor with the token");
+    if ((c != NULL) != (any && !fc.epipe) && (c != NULL || fc.npeers <= XFER_PENDING_MAX))
+        fzFail(&fc, NULL, donor, rc, err, c ? "xferAccept took a peer without the token"
+                                            : "xferAccept refused a donor with the token");
     if (c && (donor < 0 || donor >= fakeio.naccepted ||
               fzHelloKind(fc.stream + fc.start[donor], fc.end[donor] - fc.start[donor]) != 2))
         fzFail(&fc, NULL, donor, rc, err, "the peer accepted did not present the token");
-    if (migListenerRefused(fz.listener) - refused != (uint64_t)(fakeio.naccepted - (c != NULL)) ||
+    if (xferListenerRefused(fz.listener) - refused != (uint64_t)(fakeio.naccepted - (c != NULL)) ||
         fz.listener->npending != 0)
         fzFail(&fc, NULL, donor, rc, err, "peers neither accepted nor refused");
     /* A refused peer hears nothing, or (best effort: the send may be cut
      * short) WELCOME BAD_TOKEN if it presented another token. */
-    unsigned char badtoken[48] = {0x52, 0x4d, 0x49, 0x47, 0, MIG_WIRE_VERSION, 0, MIG_MSG_WELCOME,
-                                  0, 0, 0, MIG_STATUS_BAD_TOKEN};
+    unsigned char badtoken[48] = {0x52, 0x4d, 0x49, 0x47, 0, XFER_WIRE_VERSION, 0, XFER_MSG_WELCOME,
+                                  0, 0, 0, XFER_STATUS_BAD_TOKEN};
     for (int i = 0; i < fc.npeers; i++) {
         if (i == donor || fakeio.peer[i].outlen == 0) continue;
         if (fzHelloKind(fc.stream + fc.start[i], fc.end[i] - fc.start[i]) != 1 ||
@@ -435,28 +435,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         const fakePeer *p = &fakeio.peer[donor];
         size_t opos = 0;
         uint32_t status;
-        if (fzAnswer(p, &opos, MIG_MSG_WELCOME, &status) || status != MIG_STATUS_OK)
+        if (fzAnswer(p, &opos, XFER_MSG_WELCOME, &status) || status != XFER_STATUS_OK)
             fzFail(&fc, &m, donor, rc, err, "no WELCOME OK");
         uint64_t lens[FUZZ_MAX_BLOCKS];
         for (uint32_t i = 0; i < fc.nblocks; i++) lens[i] = fc.len[i];
-        if (migRegisterRecvBlocks(c, addrs, lens, fc.nblocks, desc, err) ||
-            (fc.watch && migWatchBlocks(c, fc.expect, fzBlockDone, NULL, err)))
+        if (xferRegisterRecvBlocks(c, addrs, lens, fc.nblocks, desc, err) ||
+            (fc.watch && xferWatchBlocks(c, fc.expect, fzBlockDone, NULL, err)))
             fzFail(&fc, &m, donor, rc, err, "registration failed");
-        rc = migWaitTransfer(c, 10000, err);
+        rc = xferWaitTransfer(c, 10000, err);
         if ((rc == 0) != (m.outcome == FZ_OK))
-            fzFail(&fc, &m, donor, rc, err, "migWaitTransfer's result is wrong");
+            fzFail(&fc, &m, donor, rc, err, "xferWaitTransfer's result is wrong");
         if (m.outcome == FZ_OK || m.outcome == FZ_LIE) {
-            if (fzAnswer(p, &opos, MIG_MSG_VERDICT, &status) ||
-                status != (m.outcome == FZ_OK ? MIG_STATUS_OK : MIG_STATUS_BAD_SUMMARY))
+            if (fzAnswer(p, &opos, XFER_MSG_VERDICT, &status) ||
+                status != (m.outcome == FZ_OK ? XFER_STATUS_OK : XFER_STATUS_BAD_SUMMARY))
                 fzFail(&fc, &m, donor, rc, err, "wrong or missing VERDICT");
         }
         if (opos != p->outlen) fzFail(&fc, &m, donor, rc, err, "unexpected bytes sent");
         if (rc == 0) {
             for (uint32_t i = 0; i < fc.nblocks; i++)
-                if (migRecvBlockBytes(c, i) != m.counts[i])
-                    fzFail(&fc, &m, donor, rc, err, "migRecvBlockBytes differs");
+                if (xferRecvBlockBytes(c, i) != m.counts[i])
+                    fzFail(&fc, &m, donor, rc, err, "xferRecvBlockBytes differs");
         }
-        migClose(c);
+        xferClose(c);
     }
 
     if (fz.verbose)

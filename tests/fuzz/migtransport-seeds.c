@@ -3,8 +3,8 @@
  *   migtransport-seeds DIR
  *
  * Each seed is a real donor's byte stream: the library's own donor end
- * (migRegisterSendBlocks, migWriteBlocks, migFinish; the HELLO as
- * migTcpConnect encodes it) writes to the fake socket of fakeio.h, whose
+ * (xferRegisterSendBlocks, xferWriteBlocks, xferFinish; the HELLO as
+ * xferTcpConnect encodes it) writes to the fake socket of fakeio.h, whose
  * captured bytes become the input, in migtransport-fuzz.c's format
  * (recipient setup, then the stream as raw ops, long runs of one byte as
  * run ops so that a 200 KB payload takes a few bytes). Some seeds give the
@@ -16,7 +16,7 @@
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
-#include "migtransportimpl.h"
+#include "xferimpl.h"
 #include "fakeio.h"
 #define FUZZ_SEED_MAKER
 #include "fuzz-util.h"
@@ -83,13 +83,13 @@ static void putStream(const unsigned char *s, size_t n, int first) {
 }
 
 static int makeSeed(const char *dir, const seedSpec *sp) {
-    char err[MIG_ERR_LEN] = "";
+    char err[XFER_ERR_LEN] = "";
     const void *addrs[8];
     uint64_t lens[8], sent[8] = {0};
-    migBlockDesc desc[8];
-    migSegment segs[16];
+    xferBlockDesc desc[8];
+    xferSegment segs[16];
     unsigned char *mem[8];
-    migWireRecord verdict;
+    xferWireRecord verdict;
     uint64_t x = 0x1234567 + (uint64_t)sp->nsegs;
 
     /* The donor's send buffers hold the payloads; its descriptors are the
@@ -102,35 +102,35 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
         }
         addrs[i] = mem[i];
         lens[i] = sp->len[i];
-        desc[i] = (migBlockDesc){.id = i, .len = sp->len[i]};
+        desc[i] = (xferBlockDesc){.id = i, .len = sp->len[i]};
     }
     for (int k = 0; k < sp->nsegs; k++) {
         const seedSeg *s = &sp->segs[k];
         if (s->fill >= 0) memset(mem[s->block] + s->off, s->fill, s->len);
-        segs[k] = (migSegment){mem[s->block] + s->off, s->len, &desc[s->block], s->off};
+        segs[k] = (xferSegment){mem[s->block] + s->off, s->len, &desc[s->block], s->off};
         sent[s->block] += s->len;
     }
 
     /* The donor end on the fake socket: its peer answers DONE with OK. */
-    migEncodeRecord(&verdict, MIG_MSG_VERDICT, 0, MIG_STATUS_OK, 0, 0, 0);
+    xferEncodeRecord(&verdict, XFER_MSG_VERDICT, 0, XFER_STATUS_OK, 0, 0, 0);
     fakeIoReset(FAKEIO_WHOLE, 0);
     fakeio.peer[0].outlen = 0;
     fakeIoAddPeer((const unsigned char *)&verdict, sizeof(verdict), 0);
     fakeio.naccepted = 1;       /* connected: its descriptor is FAKEIO_CONN_FD */
-    migWireHello hello;
-    uint8_t tok[MIG_TOKEN_LEN];
-    memcpy(tok, FUZZ_TOKEN, MIG_TOKEN_LEN);
+    xferWireHello hello;
+    uint8_t tok[XFER_TOKEN_LEN];
+    memcpy(tok, FUZZ_TOKEN, XFER_TOKEN_LEN);
     if (sp->wrong_token) tok[7] ^= 1;
-    migEncodeHello(&hello, MIG_MSG_HELLO, 0, tok);
-    migConn *c = migNewConn(&migTcpOps, 1, 1000);
+    xferEncodeHello(&hello, XFER_MSG_HELLO, 0, tok);
+    xferConn *c = xferNewConn(&xferTcpOps, 1, 1000);
     c->fd = FAKEIO_CONN_FD;
-    if (migRegisterSendBlocks(c, addrs, lens, sp->nblocks, err) ||
-        (sp->nsegs && migWriteBlocks(c, segs, (size_t)sp->nsegs, err)) ||
-        migFinish(c, err)) {
+    if (xferRegisterSendBlocks(c, addrs, lens, sp->nblocks, err) ||
+        (sp->nsegs && xferWriteBlocks(c, segs, (size_t)sp->nsegs, err)) ||
+        xferFinish(c, err)) {
         fprintf(stderr, "migtransport-seeds: %s: %s\n", sp->name, err);
         return -1;
     }
-    migClose(c);
+    xferClose(c);
 
     /* The input: setup, then HELLO + what the donor wrote. */
     seed_len = 0;
@@ -158,10 +158,10 @@ static int makeSeed(const char *dir, const seedSpec *sp) {
     if (sp->cut && sp->cut < slen) slen = sp->cut;
     if (sp->strangers) {
         static const char http[] = "GET / HTTP/1.0\r\n\r\n";
-        migWireHello other;
-        uint8_t wrong[MIG_TOKEN_LEN];
+        xferWireHello other;
+        uint8_t wrong[XFER_TOKEN_LEN];
         memset(wrong, 'x', sizeof(wrong));
-        migEncodeHello(&other, MIG_MSG_HELLO, 0, wrong);
+        xferEncodeHello(&other, XFER_MSG_HELLO, 0, wrong);
         putStream((const unsigned char *)http, sizeof(http) - 1, 0);
         putStream(stream, 20, 128 | 64);
         putStream((const unsigned char *)&other, sizeof(other), 128);

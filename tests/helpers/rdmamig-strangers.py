@@ -6,7 +6,7 @@
                          [--flood-ms MS]
 
 Plays everything but a donor against the recipient's data listener
-(src/migtcp.c) on 127.0.0.1:P, which exists only from the
+(src/xfertcp.c) on 127.0.0.1:P, which exists only from the
 recipient's INITRDMASERVER until the end of its transfer:
 
  1. spin: connect again and again (a refused connect costs microseconds)
@@ -48,7 +48,7 @@ import sys
 import time
 
 MAGIC, VERSION, HELLO, WELCOME, BAD_TOKEN = 0x524D4947, 1, 1, 2, 1
-HELLO_LEN = 48  # migWireHello
+HELLO_LEN = 48  # xferWireHello
 
 
 def ms_since(t0):
@@ -56,7 +56,7 @@ def ms_since(t0):
 
 
 def hello(token):
-    """A migWireHello: magic, version, type, status, reserved, token."""
+    """A xferWireHello: magic, version, type, status, reserved, token."""
     return struct.pack(">IHHII32s", MAGIC, VERSION, HELLO, 0, 0, token)
 
 

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tests/rdma/migtransport.sh -- the block transport over RDMA (src/migrdma.c)
+# tests/rdma/migtransport.sh -- the block transport over RDMA (src/xferrdma.c)
 # with bin/migtransport-test, INSIDE the rxe-vm guest (tests/rdma/run.sh,
 # `make test-rdma`). The recipient binds 10.99.0.1, the donor 10.99.0.2:
 # two addresses of rxe0, so the two ends talk over a real RC queue pair.

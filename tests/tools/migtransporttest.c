@@ -1,4 +1,4 @@
-/* migtransporttest.c -- test tool of the block transport (migtransport.h).
+/* migtransporttest.c -- test tool of the block transport (xfer.h).
  *
  * Usage:
  *
@@ -17,7 +17,7 @@
  * several above 1 MiB; --total adds 8 MiB blocks up to that many bytes),
  * each filled by the donor with a pattern seeded by --seed and the block
  * index, cut into 1..K segments at random points and sent in shuffled
- * order, in several migWriteBlocks() calls. The recipient's blocks sit
+ * order, in several xferWriteBlocks() calls. The recipient's blocks sit
  * between guard zones; after the transfer it checks every byte of every
  * block, the guards, and the per-block byte counts of the summary.
  *
@@ -25,14 +25,14 @@
  *   happy          the transfer above, verified
  *   wrong-token    a donor with a wrong token is refused (both ends say
  *                  "token mismatch": the donor's error, the listener's
- *                  last refusal) within the same migAccept() that then
+ *                  last refusal) within the same xferAccept() that then
  *                  accepts the right donor; the transfer is verified
  *   stranger-garbage, stranger-token, stranger-short, stranger-silent
  *                  (TCP) before the donor, a stranger connects to the
  *                  listener and sends 48 random bytes / a HELLO with a
  *                  wrong token (it must get a BAD_TOKEN WELCOME) / the
  *                  first 5 bytes of a HELLO and closes / nothing: one that
- *                  says nothing is dropped after MIG_HANDSHAKE_MS, and a
+ *                  says nothing is dropped after XFER_HANDSHAKE_MS, and a
  *                  second one, held open, does not delay the donor (it is
  *                  dropped once the donor is accepted). The recipient
  *                  accepts as the server does (waits of 250 ms, any error
@@ -57,10 +57,10 @@
  *                  changed
  *   lie-overfill   (TCP) the donor fills block 0, then sends 16 more bytes
  *                  into it: the recipient, which watches the blocks
- *                  (migWatchBlocks), refuses the second record, and block
+ *                  (xferWatchBlocks), refuses the second record, and block
  *                  0 keeps what the first one wrote
  *
- * In every case the recipient watches its blocks with migWatchBlocks():
+ * In every case the recipient watches its blocks with xferWatchBlocks():
  * over TCP each block must be reported whole exactly once, and at that
  * moment (in the cases that send the pattern) hold every byte of it; over
  * RDMA no block is reported.
@@ -71,7 +71,7 @@
  *                  RDMA: the connection's establishment) must not be cut
  *                  by the end of the wait (TCP: it carries over to the
  *                  next one); then the happy transfer, verified
- *   timeout        migAccept with nobody connecting, then migWaitTransfer
+ *   timeout        xferAccept with nobody connecting, then xferWaitTransfer
  *                  with a donor that never writes: both time out, on time
  *   rdma-overrun   (RDMA) the donor forges a descriptor 4 KB longer than
  *                  block 0 and writes all of it: the recipient's NIC
@@ -87,7 +87,7 @@
  */
 
 #define _GNU_SOURCE
-#include "migtransport.h"
+#include "xfer.h"
 
 #include <endian.h>
 #include <errno.h>
@@ -109,7 +109,7 @@
 
 #define GUARD 64
 #define GUARD_BYTE 0xa5
-#define WRITE_BATCH 700     /* segments per migWriteBlocks() call */
+#define WRITE_BATCH 700     /* segments per xferWriteBlocks() call */
 /* flood: connections per second, and bounds of the flooding child. */
 #define FLOOD_RATE 1000
 #define FLOOD_MAX 20000
@@ -117,7 +117,7 @@
 
 typedef struct config {
     const char *caseName;
-    migKind kind;
+    xferKind kind;
     const char *bind;
     const char *donorBind;
     int port;
@@ -125,7 +125,7 @@ typedef struct config {
     uint64_t total;
     uint32_t pieces;
     uint64_t seed;
-    migOptions opts;
+    xferOptions opts;
     int timeoutMs;
 } config;
 
@@ -243,13 +243,13 @@ static int ctlRead(int fd, void *buf, size_t len, int timeoutMs) {
     return 0;
 }
 
-static void printStats(migConn *c, uint64_t bytes, int64_t ms) {
-    migStats st;
-    migGetStats(c, &st);
+static void printStats(xferConn *c, uint64_t bytes, int64_t ms) {
+    xferStats st;
+    xferGetStats(c, &st);
     say("stats: transport %s, segments %" PRIu64 ", payload %" PRIu64
         " bytes, wr_posted %" PRIu64 ", chains_posted %" PRIu64
         ", rdma_bytes_written %" PRIu64 ", tcp_bytes_sent %" PRIu64
-        ", tcp_bytes_received %" PRIu64, migKindName(migConnKind(c)),
+        ", tcp_bytes_received %" PRIu64, xferKindName(xferConnKind(c)),
         st.segments, st.payload_bytes, st.wr_posted, st.chains_posted,
         st.rdma_bytes_written, st.tcp_bytes_sent, st.tcp_bytes_received);
     if (bytes && ms >= 0)
@@ -277,7 +277,7 @@ static int isLie(const config *cfg) {
     return !strncmp(cfg->caseName, "lie-", 4);
 }
 
-/* migWatchBlocks() callback: counts each block's reports and, when the
+/* xferWatchBlocks() callback: counts each block's reports and, when the
  * donor sends the pattern, checks the block is whole at that moment. */
 typedef struct watchState {
     const config *cfg;
@@ -295,37 +295,37 @@ static int onBlockDone(void *ctx, uint32_t block, char *err) {
         checkPattern(w->addrs[block], w->sizes[block], blockSeed(w->cfg, block)) >= 0) {
         say("FAIL: block %u reported whole before all its bytes arrived", block);
         w->bad = 1;
-        snprintf(err, MIG_ERR_LEN, "block %u reported early", block);
+        snprintf(err, XFER_ERR_LEN, "block %u reported early", block);
         return -1;
     }
     return 0;
 }
 
 static int runRecipient(const config *cfg, int ctl, const char *token) {
-    char err[MIG_ERR_LEN];
+    char err[XFER_ERR_LEN];
     int ok = 0;
     uint32_t n;
     uint64_t *sizes = makeSizes(cfg, &n);
     unsigned char **mem = calloc(n, sizeof(*mem));
     void **addrs = calloc(n, sizeof(*addrs));
-    migBlockDesc *desc = calloc(n, sizeof(*desc));
-    migConn *c = NULL;
+    xferBlockDesc *desc = calloc(n, sizeof(*desc));
+    xferConn *c = NULL;
 
-    migListener *l = migListen(cfg->kind, cfg->bind, cfg->port, token, err);
+    xferListener *l = xferListen(cfg->kind, cfg->bind, cfg->port, token, err);
     if (l == NULL) {
         say("FAIL: listen: %s", err);
         goto out;
     }
-    uint32_t port = (uint32_t)migListenerPort(l);
+    uint32_t port = (uint32_t)xferListenerPort(l);
     say("listening on %s port %u, transport %s", cfg->bind, port,
-        migKindName(migListenerKind(l)));
-    if (cfg->kind == MIG_KIND_AUTO)
-        say("auto chose %s%s%s", migKindName(migListenerKind(l)),
-            migListenerNote(l)[0] ? ": " : "", migListenerNote(l));
+        xferKindName(xferListenerKind(l)));
+    if (cfg->kind == XFER_KIND_AUTO)
+        say("auto chose %s%s%s", xferKindName(xferListenerKind(l)),
+            xferListenerNote(l)[0] ? ": " : "", xferListenerNote(l));
 
     if (isCase(cfg, "timeout")) {
         int64_t t0 = nowMs();
-        c = migAccept(l, 500, cfg->timeoutMs, err);
+        c = xferAccept(l, 500, cfg->timeoutMs, err);
         int64_t ms = nowMs() - t0;
         if (c || !strstr(err, "timeout after 500 ms") || ms < 450 ||
             ms > 3000) {
@@ -344,60 +344,60 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         /* As the server's recipient thread accepts (src/migrecipient.c):
          * waits of 250 ms, any error but a timeout ends the import. */
         int64_t t0 = nowMs(), ms;
-        while ((c = migAccept(l, 250, cfg->timeoutMs, err)) == NULL &&
+        while ((c = xferAccept(l, 250, cfg->timeoutMs, err)) == NULL &&
                strstr(err, "timeout") && nowMs() - t0 < 2 * (int64_t)cfg->timeoutMs) {}
         ms = nowMs() - t0;
-        uint64_t refused = migListenerRefused(l), want = isCase(cfg, "flood") ? 10 :
+        uint64_t refused = xferListenerRefused(l), want = isCase(cfg, "flood") ? 10 :
                            isCase(cfg, "stranger-silent") ? 2 : 1;
         if (c == NULL || ms > cfg->timeoutMs / 3 || refused < want) {
             say("FAIL: accept with strangers about: %s after %" PRId64 " ms "
                 "(at most %d), %" PRIu64 " peers refused (at least %" PRIu64
                 "), the last: %s", c ? "accepted" : err, ms, cfg->timeoutMs / 3,
-                refused, want, migListenerLastRefusal(l));
+                refused, want, xferListenerLastRefusal(l));
             goto out;
         }
         say("accepted the donor after %" PRId64 " ms, %" PRIu64 " strangers "
             "dropped, the last: \"%s\" (ok)", ms, refused,
-            migListenerLastRefusal(l));
+            xferListenerLastRefusal(l));
     } else if (isCase(cfg, "short-waits")) {
         /* Like the recipient thread, which waits 250 ms at a time to see a
          * cancel: here 1 ms, so the donor always connects near the end of
          * a wait, and its handshake must not be cut by the wait's end. */
         int64_t until = nowMs() + cfg->timeoutMs;
         long waits = 0;
-        while ((c = migAccept(l, 1, cfg->timeoutMs, err)) == NULL &&
+        while ((c = xferAccept(l, 1, cfg->timeoutMs, err)) == NULL &&
                strstr(err, "waiting for the donor to connect") && nowMs() < until)
             waits++;
         if (c) say("accepted after %ld waits of 1 ms", waits);
     } else {
-        c = migAccept(l, cfg->timeoutMs, cfg->timeoutMs, err);
+        c = xferAccept(l, cfg->timeoutMs, cfg->timeoutMs, err);
     }
     if (c == NULL) {
         say("FAIL: accept: %s", err);
         goto out;
     }
     if (isCase(cfg, "wrong-token")) {
-        if (migListenerRefused(l) != 1 ||
-            !strstr(migListenerLastRefusal(l), "token mismatch")) {
+        if (xferListenerRefused(l) != 1 ||
+            !strstr(xferListenerLastRefusal(l), "token mismatch")) {
             say("FAIL: the donor with a wrong token: %" PRIu64 " peers "
-                "refused, the last: %s", migListenerRefused(l),
-                migListenerLastRefusal(l));
+                "refused, the last: %s", xferListenerRefused(l),
+                xferListenerLastRefusal(l));
             goto out;
         }
         say("wrong token refused: \"%s\" (ok), then the donor accepted",
-            migListenerLastRefusal(l));
+            xferListenerLastRefusal(l));
     }
-    say("accepted %s over %s", migConnPeer(c), migKindName(migConnKind(c)));
+    say("accepted %s over %s", xferConnPeer(c), xferKindName(xferConnKind(c)));
     {
-        migConn *again = migAccept(l, 100, 100, err);
+        xferConn *again = xferAccept(l, 100, 100, err);
         if (again || !strstr(err, "already accepted")) {
-            say("FAIL: a second migAccept on the listener: %s",
+            say("FAIL: a second xferAccept on the listener: %s",
                 again ? "returned a connection" : err);
-            migClose(again);
+            xferClose(again);
             goto out;
         }
     }
-    migSetOptions(c, &cfg->opts);
+    xferSetOptions(c, &cfg->opts);
 
     uint64_t total = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -408,14 +408,14 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         addrs[i] = mem[i] + GUARD;
         total += sizes[i];
     }
-    if (migRegisterRecvBlocks(c, addrs, sizes, n, desc, err)) {
+    if (xferRegisterRecvBlocks(c, addrs, sizes, n, desc, err)) {
         say("FAIL: register: %s", err);
         goto out;
     }
     say("registered %u blocks, %" PRIu64 " bytes", n, total);
     uint32_t *reports = calloc(n ? n : 1, sizeof(uint32_t));
     watchState ws = {cfg, addrs, sizes, reports, isVerified(cfg), 0};
-    if (migWatchBlocks(c, sizes, onBlockDone, &ws, err)) {
+    if (xferWatchBlocks(c, sizes, onBlockDone, &ws, err)) {
         say("FAIL: watch: %s", err);
         free(reports);
         goto out;
@@ -424,10 +424,10 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
         uint64_t *tooBig = malloc(sizeof(uint64_t) * (n ? n : 1));
         memcpy(tooBig, sizes, sizeof(uint64_t) * n);
         if (n) tooBig[0]++;
-        int again = migWatchBlocks(c, tooBig, onBlockDone, &ws, err);
+        int again = xferWatchBlocks(c, tooBig, onBlockDone, &ws, err);
         free(tooBig);
         if (again == 0) {
-            say("FAIL: a second migWatchBlocks() was accepted");
+            say("FAIL: a second xferWatchBlocks() was accepted");
             free(reports);
             goto out;
         }
@@ -444,7 +444,7 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
 
     int waitMs = isCase(cfg, "timeout") ? 1500 : cfg->timeoutMs;
     int64_t t0 = nowMs();
-    int rc = migWaitTransfer(c, waitMs, err);
+    int rc = xferWaitTransfer(c, waitMs, err);
     int64_t ms = nowMs() - t0;
     int guardsOk = 1;
     for (uint32_t i = 0; i < n; i++) {
@@ -462,12 +462,12 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     }
     /* Over TCP a block is reported when its last byte arrived, once. */
     {
-        int tcp = migConnKind(c) == MIG_KIND_TCP;
+        int tcp = xferConnKind(c) == XFER_KIND_TCP;
         uint32_t whole = 0;
         for (uint32_t i = 0; i < n; i++) {
             if (reports[i] > 1 || (!tcp && reports[i])) {
                 say("FAIL: block %u reported %u times over %s", i, reports[i],
-                    migKindName(migConnKind(c)));
+                    xferKindName(xferConnKind(c)));
                 free(reports);
                 goto out;
             }
@@ -497,9 +497,9 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
                     "offset %" PRId64, i, sizes[i], bad);
                 goto out;
             }
-            if (migRecvBlockBytes(c, i) != sizes[i]) {
+            if (xferRecvBlockBytes(c, i) != sizes[i]) {
                 say("FAIL: block %u: summary says %" PRIu64 " bytes, block "
-                    "has %" PRIu64, i, migRecvBlockBytes(c, i), sizes[i]);
+                    "has %" PRIu64, i, xferRecvBlockBytes(c, i), sizes[i]);
                 goto out;
             }
             checked += sizes[i];
@@ -570,8 +570,8 @@ static int runRecipient(const config *cfg, int ctl, const char *token) {
     }
 
 out:
-    migClose(c);
-    migCloseListener(l);
+    xferClose(c);
+    xferCloseListener(l);
     for (uint32_t i = 0; i < n; i++) free(mem[i]);
     free(mem);
     free(addrs);
@@ -627,7 +627,7 @@ static int64_t waitClosed(int fd, int ms) {
  * a connection to keep open while the donor works (-1: none). Returns 0,
  * or 1 after saying FAIL. */
 static int playStranger(const config *cfg, uint32_t port, int *held) {
-    int bound = 3 * MIG_HANDSHAKE_MS;
+    int bound = 3 * XFER_HANDSHAKE_MS;
     int fd = strangerConnect(cfg, port);
     *held = -1;
     if (fd < 0) {
@@ -636,15 +636,15 @@ static int playStranger(const config *cfg, uint32_t port, int *held) {
         return 1;
     }
     /* What it sends: 48 random bytes, a HELLO with a wrong token (by hand,
-     * the wire format is in migtransport.h), a HELLO's first 5 bytes, or
+     * the wire format is in xfer.h), a HELLO's first 5 bytes, or
      * nothing. */
-    migWireHello w;
+    xferWireHello w;
     size_t len = sizeof(w);
     const char *what = "a stranger that sent 48 random bytes";
     memset(&w, 0, sizeof(w));
-    w.magic = htobe32(MIG_WIRE_MAGIC);
-    w.version = htobe16(MIG_WIRE_VERSION);
-    w.type = htobe16(MIG_MSG_HELLO);
+    w.magic = htobe32(XFER_WIRE_MAGIC);
+    w.version = htobe16(XFER_WIRE_VERSION);
+    w.type = htobe16(XFER_MSG_HELLO);
     memset(w.token, 'x', sizeof(w.token));
     if (isCase(cfg, "stranger-garbage")) {
         if (getrandom(&w, sizeof(w), 0) != (ssize_t)sizeof(w)) {
@@ -671,9 +671,9 @@ static int playStranger(const config *cfg, uint32_t port, int *held) {
         return 0;
     }
     if (isCase(cfg, "stranger-token") &&
-        (ctlRead(fd, &w, sizeof(w), bound) || be32toh(w.magic) != MIG_WIRE_MAGIC ||
-         be16toh(w.type) != MIG_MSG_WELCOME ||
-         be32toh(w.status) != MIG_STATUS_BAD_TOKEN)) {
+        (ctlRead(fd, &w, sizeof(w), bound) || be32toh(w.magic) != XFER_WIRE_MAGIC ||
+         be16toh(w.type) != XFER_MSG_WELCOME ||
+         be32toh(w.status) != XFER_STATUS_BAD_TOKEN)) {
         say("FAIL: %s got no BAD_TOKEN WELCOME within %d ms", what, bound);
         close(fd);
         return 1;
@@ -687,7 +687,7 @@ static int playStranger(const config *cfg, uint32_t port, int *held) {
     say("%s%s: dropped after %" PRId64 " ms (ok)", what,
         isCase(cfg, "stranger-token") ? ", told BAD_TOKEN" : "", ms);
     if (isCase(cfg, "stranger-silent")) {
-        if (ms < MIG_HANDSHAKE_MS * 9 / 10) {
+        if (ms < XFER_HANDSHAKE_MS * 9 / 10) {
             say("FAIL: %s was dropped before the handshake bound", what);
             return 1;
         }
@@ -784,10 +784,10 @@ static int stopFlood(pid_t pid, int pipeFd, int64_t t0) {
 /* ================================== Donor ================================ */
 
 /* TCP lies: speak the wire format by hand on the connection's socket. */
-static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
+static int donorLie(const config *cfg, xferConn *c, const xferBlockDesc *desc,
                     uint32_t n) {
-    int fd = migTcpFd(c);
-    migWireRecord h;
+    int fd = xferTcpFd(c);
+    xferWireRecord h;
     uint32_t block = 0;
     uint64_t off = 0, len = 16;
     if (fd < 0) {
@@ -808,9 +808,9 @@ static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
     }
     unsigned char *payload = malloc(len);
     memset(payload, 0xee, len);
-    h.magic = htobe32(MIG_WIRE_MAGIC);
-    h.version = htobe16(MIG_WIRE_VERSION);
-    h.type = htobe16(MIG_MSG_DATA);
+    h.magic = htobe32(XFER_WIRE_MAGIC);
+    h.version = htobe16(XFER_WIRE_VERSION);
+    h.type = htobe16(XFER_MSG_DATA);
     h.block = htobe32(block);
     h.status = 0;
     h.offset = htobe64(off);
@@ -835,7 +835,7 @@ static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
     if (isCase(cfg, "lie-summary")) {
         /* DONE claiming 1 more byte than was sent into block 0. */
         uint64_t cnt = htobe64(len + 1);
-        h.type = htobe16(MIG_MSG_DONE);
+        h.type = htobe16(XFER_MSG_DONE);
         h.block = htobe32(1);
         h.offset = htobe64(1);
         h.length = htobe64(len + 1);
@@ -855,15 +855,15 @@ static int donorLie(const config *cfg, migConn *c, const migBlockDesc *desc,
 }
 
 static int runDonor(const config *cfg, int ctl, const char *token) {
-    char err[MIG_ERR_LEN];
+    char err[XFER_ERR_LEN];
     int ok = 0;
     uint32_t n, rn = 0;
     uint32_t port;
     uint64_t *sizes = makeSizes(cfg, &n);
     unsigned char **mem = calloc(n, sizeof(*mem));
-    migBlockDesc *desc = NULL;
-    migSegment *segs = NULL;
-    migConn *c = NULL;
+    xferBlockDesc *desc = NULL;
+    xferSegment *segs = NULL;
+    xferConn *c = NULL;
     size_t nseg = 0;
     int held = -1, floodFd = -1;
     pid_t flood = -1;
@@ -886,26 +886,26 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
     /* short-waits: let the recipient go through many of its waits first. */
     if (isCase(cfg, "short-waits")) usleep(200 * 1000);
     if (isCase(cfg, "wrong-token")) {
-        char bad[MIG_TOKEN_LEN + 1];
-        migGenerateToken(bad, NULL);
-        c = migConnect(cfg->kind, cfg->bind, (int)port, bad, cfg->donorBind,
-                       cfg->timeoutMs, err);
+        char bad[XFER_TOKEN_LEN + 1];
+        xferGenerateToken(bad, NULL);
+        c = xferConnect(cfg->kind, cfg->bind, (int)port, bad, cfg->donorBind,
+                        cfg->timeoutMs, err);
         if (c || !strstr(err, "token mismatch")) {
             say("FAIL: a wrong token was %s", c ? "accepted" : err);
             goto out;
         }
         say("wrong token refused: \"%s\" (ok); connecting again", err);
     }
-    c = migConnect(cfg->kind, cfg->bind, (int)port, token, cfg->donorBind,
-                   cfg->timeoutMs, err);
+    c = xferConnect(cfg->kind, cfg->bind, (int)port, token, cfg->donorBind,
+                    cfg->timeoutMs, err);
     if (c == NULL) {
         say("FAIL: connect: %s", err);
         goto out;
     }
-    say("connected to %s over %s%s%s", migConnPeer(c),
-        migKindName(migConnKind(c)), migConnNote(c)[0] ? "; auto: " : "",
-        migConnNote(c));
-    migSetOptions(c, &cfg->opts);
+    say("connected to %s over %s%s%s", xferConnPeer(c),
+        xferKindName(xferConnKind(c)), xferConnNote(c)[0] ? "; auto: " : "",
+        xferConnNote(c));
+    xferSetOptions(c, &cfg->opts);
 
     if (ctlRead(ctl, &rn, sizeof(rn), cfg->timeoutMs) || rn != n) {
         say("FAIL: no block descriptors from the recipient");
@@ -928,15 +928,15 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
         memset(buf, 0xee, big);
         const void *a[1] = {buf};
         uint64_t l[1] = {big};
-        migBlockDesc forged = desc[0];
+        xferBlockDesc forged = desc[0];
         forged.len = big;
-        migSegment sg = {buf, big, &forged, 0};
-        int rc = migRegisterSendBlocks(c, a, l, 1, err);
+        xferSegment sg = {buf, big, &forged, 0};
+        int rc = xferRegisterSendBlocks(c, a, l, 1, err);
         if (rc == 0) {
             say("writing %" PRIu64 " bytes into block 0 of %" PRIu64
                 " bytes", big, desc[0].len);
-            rc = migWriteBlocks(c, &sg, 1, err);
-            if (rc == 0) rc = migFinish(c, err);
+            rc = xferWriteBlocks(c, &sg, 1, err);
+            if (rc == 0) rc = xferFinish(c, err);
         }
         if (rc == 0) {
             say("FAIL: writing past the recipient's block succeeded");
@@ -944,7 +944,7 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
             say("writing past the recipient's block: \"%s\" (ok)", err);
             ok = 1;
         }
-        migClose(c);
+        xferClose(c);
         c = NULL;
         free(buf);
         goto out;
@@ -995,11 +995,11 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
     }
     for (size_t i = nseg; i > 1; i--) {
         size_t j = (size_t)rnd(&s, 0, i - 1);
-        migSegment t = segs[i - 1];
+        xferSegment t = segs[i - 1];
         segs[i - 1] = segs[j];
         segs[j] = t;
     }
-    if (migRegisterSendBlocks(c, (const void *const *)mem, sizes, n, err)) {
+    if (xferRegisterSendBlocks(c, (const void *const *)mem, sizes, n, err)) {
         say("FAIL: register: %s", err);
         goto out;
     }
@@ -1017,10 +1017,10 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
                 nseg);
             raise(SIGKILL);
         }
-        if (migWriteBlocks(c, segs + done, k, err)) break;
+        if (xferWriteBlocks(c, segs + done, k, err)) break;
         done += k;
     }
-    int rc = done < nseg ? -1 : migFinish(c, err);
+    int rc = done < nseg ? -1 : xferFinish(c, err);
     int64_t ms = nowMs() - t0;
     if (isCase(cfg, "kill-recipient")) {
         if (rc == 0 || ms >= cfg->timeoutMs + 3000) {
@@ -1053,9 +1053,9 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
         flood = -1;
         if (bad) goto out;
     }
-    if (migConnKind(c) == MIG_KIND_RDMA) {
-        migStats st;
-        migGetStats(c, &st);
+    if (xferConnKind(c) == XFER_KIND_RDMA) {
+        xferStats st;
+        xferGetStats(c, &st);
         if (st.wr_posted < nseg || st.chains_posted == 0 ||
             st.rdma_bytes_written != total) {
             say("FAIL: RDMA stats do not add up");
@@ -1068,7 +1068,7 @@ static int runDonor(const config *cfg, int ctl, const char *token) {
 out:
     if (held >= 0) close(held);
     if (flood > 0 && stopFlood(flood, floodFd, floodT0)) ok = 0;
-    migClose(c);
+    xferClose(c);
     for (uint32_t i = 0; i < n; i++) free(mem[i]);
     free(mem);
     free(desc);
@@ -1112,7 +1112,7 @@ int main(int argc, char **argv) {
     config cfg;
     memset(&cfg, 0, sizeof(cfg));
     cfg.caseName = "happy";
-    cfg.kind = MIG_KIND_TCP;
+    cfg.kind = XFER_KIND_TCP;
     cfg.bind = "127.0.0.1";
     cfg.blocks = 48;
     cfg.pieces = 40;
@@ -1141,7 +1141,7 @@ int main(int argc, char **argv) {
         }
         if (!strcmp(o, "--case")) cfg.caseName = a;
         else if (!strcmp(o, "--kind")) {
-            if (migParseKind(a, &cfg.kind)) {
+            if (xferParseKind(a, &cfg.kind)) {
                 fprintf(stderr, "migtransport-test: --kind tcp|rdma|auto\n");
                 return 64;
             }
@@ -1179,20 +1179,20 @@ int main(int argc, char **argv) {
         return 64;
     }
     printf("migtransport-test: case %s, kind %s, rdma compiled %s\n",
-           cfg.caseName, migKindName(cfg.kind),
-           migRdmaCompiled() ? "yes" : "no");
+           cfg.caseName, xferKindName(cfg.kind),
+           xferRdmaCompiled() ? "yes" : "no");
 
     int result;
-    char why[2 * MIG_ERR_LEN] = "";
+    char why[2 * XFER_ERR_LEN] = "";
     if (!strcmp(cfg.caseName, "no-listener")) {
-        char err[MIG_ERR_LEN];
+        char err[XFER_ERR_LEN];
         if (cfg.port == 0) {
             fprintf(stderr, "migtransport-test: no-listener needs --port\n");
             return 64;
         }
         int64_t t0 = nowMs();
-        migConn *c = migConnect(cfg.kind, cfg.bind, cfg.port, "0123456789",
-                                cfg.donorBind, cfg.timeoutMs, err);
+        xferConn *c = xferConnect(cfg.kind, cfg.bind, cfg.port, "0123456789",
+                                  cfg.donorBind, cfg.timeoutMs, err);
         int64_t ms = nowMs() - t0;
         if (c == NULL && strstr(err, "no listener")) {
             say("connect with nobody listening: \"%s\" after %" PRId64 " ms "
@@ -1203,11 +1203,11 @@ int main(int argc, char **argv) {
                      c ? "succeeded" : err);
             result = 1;
         }
-        migClose(c);
+        xferClose(c);
     } else {
-        char token[MIG_TOKEN_LEN + 1];
+        char token[XFER_TOKEN_LEN + 1];
         int sp[2];
-        if (migGenerateToken(token, why) ||
+        if (xferGenerateToken(token, why) ||
             socketpair(AF_UNIX, SOCK_STREAM, 0, sp)) {
             fprintf(stderr, "migtransport-test: setup: %s\n",
                     why[0] ? why : strerror(errno));
@@ -1250,9 +1250,9 @@ int main(int argc, char **argv) {
     }
     if (result == 0)
         printf("migtransport-test: %s (%s): PASS\n", cfg.caseName,
-               migKindName(cfg.kind));
+               xferKindName(cfg.kind));
     else
         printf("migtransport-test: %s (%s): FAIL: %s\n", cfg.caseName,
-               migKindName(cfg.kind), why);
+               xferKindName(cfg.kind), why);
     return result ? 1 : 0;
 }

@@ -17,7 +17,7 @@
  *             faults alone)
  *
  * Both threads read and write at most CHUNK bytes per system call, like
- * the migration threads (MIG_TCP_IO_MAX in src/migtcp.c). CPU time is
+ * the migration threads (XFER_TCP_IO_MAX in src/xfertcp.c). CPU time is
  * the process's (both threads), from CLOCK_PROCESS_CPUTIME_ID; wall time
  * from CLOCK_MONOTONIC. utils/bench/README.md says how BENCHMARKS.md uses
  * these figures.

@@ -28,7 +28,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         getInfoProperty [R $n info everything] $field
     }
 
-    # Strings, hash tables, lists and sets (all zero-copy or MIG_PATH_DICT)
+    # Strings, hash tables, lists and sets (all zero-copy or BLK_PATH_DICT)
     # in the slot set; returns the key names.
     proc mr_fill {n prefix count slotset} {
         set keys [mg_names $prefix $count $slotset]

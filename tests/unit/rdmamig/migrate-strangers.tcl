@@ -1,7 +1,7 @@
 # RDMAMIGRATESLOTS (src/migration.c), TRANSPORT tcp, with strangers on the
 # recipient's data port (issue 34, finding 3).
 #
-# The recipient's data listener (src/migtcp.c) exists from its
+# The recipient's data listener (src/xfertcp.c) exists from its
 # INITRDMASERVER until its donor is in, on a port anybody can reach, and accepts its donor as soon as the donor has read the
 # INITRDMASERVER reply: before any migration-test-delay-* phase, so a
 # stranger must connect in the meantime to meet the listener's accept.

@@ -1,4 +1,4 @@
-# The slot migration's data path (src/migblocks.c) inside one process:
+# The slot migration's data path (src/slotblocks.c) inside one process:
 # DEBUG SLOTREPLANT builds a slot's manifest, copies its blocks, drops its
 # keys and adopts them back from the copy, the way a recipient adopts a
 # donor's blocks. Every key must come back identical (DEBUG DIGEST-VALUE,

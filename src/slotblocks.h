@@ -1,24 +1,27 @@
-/* migblocks.h -- what a slot migration puts in the blocks, and how the
- * recipient adopts it (src/migblocks.c).
+/* slotblocks.h -- what a slot migration puts in the blocks, and how the
+ * recipient adopts it (src/slotblocks.c).
  *
- * Donor: migBuildManifest() writes, into the slot's own blocks, one record
+ * Donor: blkBuildManifest() writes, into the slot's own blocks, one record
  * per key of the slot saying where its key and value are (donor addresses)
  * and its TTL; values of flat or simply linked encodings travel as they
  * are, others as a DUMP payload also written into the blocks.
  *
  * Recipient: once the slot's blocks are copied byte for byte into blocks of
- * its own and adopted (slotAllocAdoptBlock), migPatchSlot() checks every
+ * its own and adopted (slotAllocAdoptBlock), blkPatchSlot() checks every
  * record and everything it points to, rewrites donor addresses into local
- * ones, and hands back keys ready to link; migLinkAdopted() links them into
- * the keyspace (main thread, in bounded slices); migSweepGarbage() frees
+ * ones, and hands back keys ready to link; blkLinkAdopted() links them into
+ * the keyspace (main thread, in bounded slices); blkSweepGarbage() frees
  * whatever no adopted key reaches (the manifest, the payloads, the nodes of
  * hash tables that were rebuilt).
+ *
+ * Every name of this layer starts with blk / BLK_ (tests/build/layering.sh
+ * checks it).
  *
  * Copyright (c) 2026, the rdma-migration authors. BSD-3-Clause, like Redis.
  */
 
-#ifndef __MIGBLOCKS_H
-#define __MIGBLOCKS_H
+#ifndef __SLOTBLOCKS_H
+#define __SLOTBLOCKS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -30,68 +33,68 @@ struct client;
 
 /* A keyspace entry's neighbours in its slot's list of keys (cluster mode:
  * clusterDictEntryMetadata, cluster.h). */
-#define migNextInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->next)
-#define migPrevInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->prev)
+#define blkNextInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->next)
+#define blkPrevInSlot(de) (((clusterDictEntryMetadata *)dictMetadata(de))->prev)
 
 /* Ask for the bucket(s) of a key of hash h in dict d (both tables while it
  * rehashes) ahead of a link or an unlink: a random word of a table of
  * megabytes, a cache miss per key otherwise. */
-#define migPrefetchBucket(d, h) do {                                          \
+#define blkPrefetchBucket(d, h) do {                                          \
     for (int t_ = 0; t_ <= 1 && (d)->ht_table[t_]; t_++)                      \
         __builtin_prefetch(&(d)->ht_table[t_][(h) & DICTHT_SIZE_MASK((d)->ht_size_exp[t_])]); \
 } while (0)
 
 /* How a key's value travels. */
-#define MIG_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
-#define MIG_PATH_DUMP 2         /* A DUMP payload in the blocks. */
-#define MIG_PATH_INT 3          /* A shared integer: the value itself. */
-#define MIG_PATH_DICT 4         /* A hash table (hash, set): the robj, the
+#define BLK_PATH_ZERO_COPY 1    /* The robj and its allocations, as they are. */
+#define BLK_PATH_DUMP 2         /* A DUMP payload in the blocks. */
+#define BLK_PATH_INT 3          /* A shared integer: the value itself. */
+#define BLK_PATH_DICT 4         /* A hash table (hash, set): the robj, the
                                  * dict, its table, entries and strings as
                                  * they are; the buckets refilled there. */
 
 /* The donor's manifest of one slot, in the slot's blocks. */
-typedef struct migManifest {
+typedef struct blkManifest {
     int slot;
     void *addr;                 /* The manifest allocation (donor address). */
     size_t nkeys;
     size_t keys_zero_copy;
     size_t keys_serialized;
     size_t payload_bytes;       /* DUMP payloads written. */
-    size_t keys_rebuilt;        /* Of keys_zero_copy: MIG_PATH_DICT. */
+    size_t keys_rebuilt;        /* Of keys_zero_copy: BLK_PATH_DICT. */
     size_t capacity;            /* Records allocated (the slot's keys). */
     sds next;                   /* Next key to write (in the blocks). */
-} migManifest;
+} blkManifest;
 
-int migManifestBegin(int slot, migManifest *m, sds *err);
-int migManifestStep(migManifest *m, uint64_t budget_us, sds *err);
-int migBuildManifest(int slot, migManifest *m, sds *err);
-int migManifestSame(migManifest *a, migManifest *b);
-void migFreeManifest(migManifest *m);
+int blkManifestBegin(int slot, blkManifest *m, sds *err);
+int blkManifestStep(blkManifest *m, uint64_t budget_us, sds *err);
+int blkBuildManifest(int slot, blkManifest *m, sds *err);
+int blkManifestSame(blkManifest *a, blkManifest *b);
+void blkFreeManifest(blkManifest *m);
 
 /* One donor block and where its copy is. */
-typedef struct migBlockMap {
+typedef struct blkMap {
     uint64_t donor;             /* Donor address of the block. */
     uint64_t size;
     char *local;                /* The adopted copy. */
     uint64_t expect;            /* Migration: bytes the donor sends. */
-    uint64_t sum;               /* Migration: their checksum (migBlockSum). */
-} migBlockMap;
+    uint64_t sum;               /* Migration: their checksum (blkSum). */
+} blkMap;
 
 /* Keys checked and rebuilt, ready to be linked. */
-typedef struct migAdoptedKey {
+typedef struct blkAdoptedKey {
     sds key;                    /* In the slot's blocks. */
     struct redisObject *val;
     long long expire;           /* Unix ms, -1: none. */
     uint64_t hash;              /* dictSdsHash(key), computed off the main
-                                 * thread for migLinkAdopted(). */
-} migAdoptedKey;
+                                 * thread for blkLinkAdopted(). */
+} blkAdoptedKey;
 
-typedef struct migAdopted {
+typedef struct blkAdopted {
     int slot;
-    migAdoptedKey *keys;
+    blkAdoptedKey *keys;
     size_t nkeys, linked;
     /* Every allocation adopted keys own: per received block (in the order
-     * of the map given to migPatchSlot), one bit per 16-byte granule, set
+     * of the map given to blkPatchSlot), one bit per 16-byte granule, set
      * at the allocation's first byte. */
     uint64_t **owned;
     size_t nowned;
@@ -101,27 +104,27 @@ typedef struct migAdopted {
      * integer that is not shared here): freeing the blocks alone would
      * leak them. */
     size_t keys_in_heap;
-    sds *payloads;              /* migSerializeAdopted(), or NULL. */
-} migAdopted;
+    sds *payloads;              /* blkSerializeAdopted(), or NULL. */
+} blkAdopted;
 
 /* The checksum of what a migration ships of a block: XXH3-64 over its used
  * ranges (slotAllocBlockUsedRanges), in order. The donor sums its block's
- * ranges as it lists them (migBlockSumRanges); the recipient sums its
+ * ranges as it lists them (blkSumRanges); the recipient sums its
  * received copy before adopting it, finding the ranges in the copy's own
- * metadata (migBlockImageSum: -1 if the copy is not a well formed block).
+ * metadata (blkImageSum: -1 if the copy is not a well formed block).
  * Equal sums mean every shipped byte arrived as sent: allocator metadata,
  * manifest, keys and values alike. */
-uint64_t migBlockSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n);
-int migBlockImageSum(void *block, size_t size, uint64_t *sum);
-int migAdoptBlock(int slot, void *addr);
-int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
-                 size_t nkeys, migAdopted *out, sds *err);
-void migSerializeAdopted(migAdopted *a);
-size_t migLinkAdopted(migAdopted *a, size_t max);
-size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap);
-void migAdoptedFree(migAdopted *a);
+uint64_t blkSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n);
+int blkImageSum(void *block, size_t size, uint64_t *sum);
+int blkAdoptBlock(int slot, void *addr);
+int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
+                 size_t nkeys, blkAdopted *out, sds *err);
+void blkSerializeAdopted(blkAdopted *a);
+size_t blkLinkAdopted(blkAdopted *a, size_t max);
+size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap);
+void blkAdoptedFree(blkAdopted *a);
 
 /* DEBUG SLOTREPLANT <slot>: the whole path inside one process (test). */
-void migReplantDebugCommand(struct client *c);
+void blkReplantDebugCommand(struct client *c);
 
 #endif

@@ -5,22 +5,22 @@
  * addresses (docs/DESIGN.md, "Slot blocks", "Integrity"). This file holds the two ends of
  * that copy that know about Redis objects:
  *
- * Donor, main thread: migBuildManifest(). After slot compaction put every
+ * Donor, main thread: blkBuildManifest(). After slot compaction put every
  * allocation of the slot's keys into its blocks, one record per key says
  * where its key sds and its value are, and its TTL, as donor addresses.
  * Values whose memory is flat or simply linked travel as they are
- * (MIG_PATH_ZERO_COPY: strings of every encoding, listpacks, intsets,
+ * (BLK_PATH_ZERO_COPY: strings of every encoding, listpacks, intsets,
  * quicklists). Hashes and sets encoded as hash tables travel as they are
- * too (MIG_PATH_DICT): robj, dict, table, entries and strings; only the
+ * too (BLK_PATH_DICT): robj, dict, table, entries and strings; only the
  * buckets are refilled on the recipient, whose hash seed differs (a table
  * being rehashed is finished first). The others (skiplists, streams,
  * module values) travel as a DUMP payload that the donor writes into the
- * slot's blocks too (MIG_PATH_DUMP); small shared integers, which live
- * outside the blocks, travel as their value (MIG_PATH_INT). The manifest
+ * slot's blocks too (BLK_PATH_DUMP); small shared integers, which live
+ * outside the blocks, travel as their value (BLK_PATH_INT). The manifest
  * is itself one allocation in the blocks.
  *
- * Recipient: migPatchSlot() trusts nothing it reads. Every donor address
- * must fall inside a received block (migTr) and be the start of a live
+ * Recipient: blkPatchSlot() trusts nothing it reads. Every donor address
+ * must fall inside a received block (blkTr) and be the start of a live
  * allocation of the slot (slotAllocLiveSize, from the adopted blocks' own
  * validated bitmaps); every sds header, robj, listpack (deep check, no
  * duplicate fields), intset, quicklist node and LZF payload is checked
@@ -31,9 +31,9 @@
  * like RESTORE. Pointers are rewritten in place (donor address -> local
  * address) and the keys are returned, not yet linked: on any error the
  * caller drops the slot's blocks wholesale and nothing of the slot is
- * visible. migLinkAdopted() then links keys on the main thread, a bounded
+ * visible. blkLinkAdopted() then links keys on the main thread, a bounded
  * number per call, without copying them (the keyspace's dictEntry is the
- * only new allocation). migSweepGarbage() frees every allocation of the
+ * only new allocation). blkSweepGarbage() frees every allocation of the
  * received blocks that no adopted key owns.
  *
  * Blocks travel between hosts of the same architecture and byte order,
@@ -47,7 +47,7 @@
 #include "cluster.h"
 #include "slotalloc.h"
 #include "slotcompact.h"
-#include "migblocks.h"
+#include "slotblocks.h"
 #include "intset.h"
 #include "lzf.h"
 
@@ -59,9 +59,9 @@
 #include <xxhash.h>
 #if defined(__x86_64__)
 #include <xxh_x86dispatch.h>
-#define migXXH3Update XXH3_64bits_update_dispatch
+#define blkXXH3Update XXH3_64bits_update_dispatch
 #else
-#define migXXH3Update XXH3_64bits_update
+#define blkXXH3Update XXH3_64bits_update
 #endif
 
 int lpPairsValidateIntegrityAndDups(unsigned char *lp, size_t size, int deep);
@@ -70,22 +70,22 @@ void createDumpPayload(rio *payload, robj *o, robj *key, int dbid);
 unsigned int delKeysInSlot(unsigned int hashslot);
 
 /* Keys seen in one adoption: sds in the received blocks, not owned. */
-static dictType migSeenDictType = {
+static dictType blkSeenDictType = {
     dictSdsHash, NULL, NULL, dictSdsKeyCompare, NULL, NULL, NULL
 };
 
-#define MIG_MANIFEST_MAGIC 0x524d4d46u  /* "RMMF" */
-#define MIG_MANIFEST_VERSION 2
+#define BLK_MANIFEST_MAGIC 0x524d4d46u  /* "RMMF" */
+#define BLK_MANIFEST_VERSION 2
 
 /* One allocation in the blocks: fixed layout, host byte order. */
-typedef struct migManifestHeader {
+typedef struct blkManifestHeader {
     uint32_t magic;
     uint16_t version;
     uint16_t slot;
     uint64_t nkeys;
-} migManifestHeader;
+} blkManifestHeader;
 
-typedef struct migKeyRec {
+typedef struct blkKeyRec {
     uint64_t key;       /* Donor address of the key's sds (its buf). */
     uint64_t val;       /* ZERO_COPY: robj address; DUMP: payload address;
                          * INT: the integer. */
@@ -93,13 +93,13 @@ typedef struct migKeyRec {
     int64_t expire;     /* Unix ms, -1: none. */
     uint32_t path;
     uint32_t reserved;
-} migKeyRec;
+} blkKeyRec;
 
 /* ============================ Donor ======================================= */
 
 /* Whether every allocation of o lies in the slot's blocks, with nothing in
  * it the recipient could not take as is. */
-static int migZeroCopyable(robj *o, int slot) {
+static int blkZeroCopyable(robj *o, int slot) {
     if (o->refcount != 1) return 0;
     if (o->type == OBJ_LIST) {
         quicklist *ql = o->ptr;
@@ -114,7 +114,7 @@ static int migZeroCopyable(robj *o, int slot) {
 
 /* Whether a value's encoding can travel as it is (if it lies in the
  * blocks). */
-static int migFlatEncoding(robj *o) {
+static int blkFlatEncoding(robj *o) {
     switch (o->type) {
     case OBJ_STRING: return 1;
     case OBJ_LIST: return o->encoding == OBJ_ENCODING_QUICKLIST;
@@ -126,22 +126,22 @@ static int migFlatEncoding(robj *o) {
 }
 
 /* Whether a value is a hash table (hash or set) that can travel as it is
- * (MIG_PATH_DICT) if it lies in the blocks. */
-static int migHashTable(robj *o) {
+ * (BLK_PATH_DICT) if it lies in the blocks. */
+static int blkHashTable(robj *o) {
     return o->refcount == 1 && o->encoding == OBJ_ENCODING_HT &&
            (o->type == OBJ_HASH || o->type == OBJ_SET) && dictSize((dict *)o->ptr) != 0;
 }
 
-/* MIG_PATH_DICT: whether the robj, the dict, its table, every entry and
+/* BLK_PATH_DICT: whether the robj, the dict, its table, every entry and
  * every string of a hash table lie in the slot's blocks. The recipient
  * takes them all as they are and only refills the buckets (tables and their
  * hash seeds are per process), so a table being rehashed is first finished
  * here: its two tables would be one more thing to check there, and a read
  * of the frozen key must not move entries under the transfer. */
-static int migDictInSlot(robj *o, int slot) {
+static int blkDictInSlot(robj *o, int slot) {
     dict *d = o->ptr;
 
-    if (!migHashTable(o) || slotAllocSlotOf(o) != slot || slotAllocSlotOf(d) != slot)
+    if (!blkHashTable(o) || slotAllocSlotOf(o) != slot || slotAllocSlotOf(d) != slot)
         return 0;
     if (dictIsRehashing(d)) {
         if (d->pauserehash) return 0;
@@ -169,16 +169,16 @@ static int migDictInSlot(robj *o, int slot) {
  * hash table, when they lie in the slot's blocks. Returns 0 if o could
  * travel so but does not lie in the blocks (slot compaction can fix it), 1
  * otherwise. */
-static int migTravelsAsIs(robj *o, int slot, int *zero_copy, int *table) {
+static int blkTravelsAsIs(robj *o, int slot, int *zero_copy, int *table) {
     *zero_copy = *table = 0;
-    if (o->refcount == 1 && migFlatEncoding(o))
-        return *zero_copy = migZeroCopyable(o, slot);
-    if (migHashTable(o)) return *table = migDictInSlot(o, slot);
+    if (o->refcount == 1 && blkFlatEncoding(o))
+        return *zero_copy = blkZeroCopyable(o, slot);
+    if (blkHashTable(o)) return *table = blkDictInSlot(o, slot);
     return 1;
 }
 
 /* Write the DUMP payload of a value into the slot's blocks. */
-static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
+static void *blkDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
     rio payload;
     void *p;
 
@@ -191,18 +191,18 @@ static void *migDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
 }
 
 /* Build the manifest of a slot whose keys are in its blocks (compact the
- * slot first), in steps: migManifestBegin() allocates it, each
- * migManifestStep() writes records until its time budget is used (1: more
+ * slot first), in steps: blkManifestBegin() allocates it, each
+ * blkManifestStep() writes records until its time budget is used (1: more
  * to do, 0: done, -1: error, the manifest freed). Main thread; nothing may
  * write the slot's keys, add or remove one, until the blocks are copied
- * and migFreeManifest() is called. The position is kept as the next key's
+ * and blkFreeManifest() is called. The position is kept as the next key's
  * name (dictEntries may be moved by active defrag between steps; names in
  * slot blocks are not). */
-int migManifestBegin(int slot, migManifest *m, sds *err) {
+int blkManifestBegin(int slot, blkManifest *m, sds *err) {
     dictEntry *de = (*server.db[0].slots_to_keys).by_slot[slot].head;
     size_t n = (*server.db[0].slots_to_keys).by_slot[slot].count;
-    size_t bytes = sizeof(migManifestHeader) + n * sizeof(migKeyRec);
-    migManifestHeader *h;
+    size_t bytes = sizeof(blkManifestHeader) + n * sizeof(blkKeyRec);
+    blkManifestHeader *h;
 
     memset(m, 0, sizeof(*m));
     m->slot = slot;
@@ -211,8 +211,8 @@ int migManifestBegin(int slot, migManifest *m, sds *err) {
             "manifest of slot %d (%zu bytes)", slot, bytes);
         return C_ERR;
     }
-    h->magic = MIG_MANIFEST_MAGIC;
-    h->version = MIG_MANIFEST_VERSION;
+    h->magic = BLK_MANIFEST_MAGIC;
+    h->version = BLK_MANIFEST_VERSION;
     h->slot = (uint16_t)slot;
     h->nkeys = n;
     m->addr = h;
@@ -221,9 +221,9 @@ int migManifestBegin(int slot, migManifest *m, sds *err) {
     return C_OK;
 }
 
-int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
-    migManifestHeader *h = m->addr;
-    migKeyRec *rec = (migKeyRec *)(h + 1);
+int blkManifestStep(blkManifest *m, uint64_t budget_us, sds *err) {
+    blkManifestHeader *h = m->addr;
+    blkKeyRec *rec = (blkKeyRec *)(h + 1);
     int slot = m->slot;
     size_t i = m->nkeys, first = m->nkeys;
     dictEntry *de = NULL;
@@ -235,20 +235,20 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
             "was being built", slot);
         goto fail;
     }
-    for (; de; de = migNextInSlot(de), i++) {
+    for (; de; de = blkNextInSlot(de), i++) {
         sds key = dictGetKey(de);
         robj *o = dictGetVal(de);
-        migKeyRec *r = &rec[i];
+        blkKeyRec *r = &rec[i];
         robj keyobj;
 
         /* The next key's entry was prefetched one key ago: prefetch its
          * value (and its dict, for a hash table, one key later), and the
          * entry after it. */
-        dictEntry *n1 = migNextInSlot(de);
+        dictEntry *n1 = blkNextInSlot(de);
         if (n1) {
             robj *o1 = dictGetVal(n1);
             __builtin_prefetch(o1);
-            dictEntry *n2 = migNextInSlot(n1);
+            dictEntry *n2 = blkNextInSlot(n1);
             if (n2) __builtin_prefetch(n2);
         }
         if (o->encoding == OBJ_ENCODING_HT) __builtin_prefetch(o->ptr);
@@ -264,11 +264,11 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
          * table travels without serialization. */
         int zero_copy, table;
         if (slotAllocSlotOf(sdsAllocPtr(key)) != slot ||
-            migTravelsAsIs(o, slot, &zero_copy, &table) == 0) {
+            blkTravelsAsIs(o, slot, &zero_copy, &table) == 0) {
             slotCompactKeyNow(de);
             key = dictGetKey(de);
             o = dictGetVal(de);
-            migTravelsAsIs(o, slot, &zero_copy, &table);
+            blkTravelsAsIs(o, slot, &zero_copy, &table);
         }
         memset(r, 0, sizeof(*r));
         r->key = (uintptr_t)key;
@@ -281,15 +281,15 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
         }
         if (o->refcount == OBJ_SHARED_REFCOUNT && o->type == OBJ_STRING &&
             o->encoding == OBJ_ENCODING_INT) {
-            r->path = MIG_PATH_INT;
+            r->path = BLK_PATH_INT;
             r->val = (uint64_t)(long)o->ptr;
             m->keys_zero_copy++;
         } else if (zero_copy) {
-            r->path = MIG_PATH_ZERO_COPY;
+            r->path = BLK_PATH_ZERO_COPY;
             r->val = (uintptr_t)o;
             m->keys_zero_copy++;
         } else if (table) {
-            r->path = MIG_PATH_DICT;
+            r->path = BLK_PATH_DICT;
             r->val = (uintptr_t)o;
             r->len = dictSize((dict *)o->ptr);
             m->keys_zero_copy++;
@@ -298,12 +298,12 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
             size_t len;
             void *p;
 
-            if ((p = migDumpIntoSlot(slot, &keyobj, o, &len)) == NULL) {
+            if ((p = blkDumpIntoSlot(slot, &keyobj, o, &len)) == NULL) {
                 *err = sdscatprintf(sdsempty(), "no room in the slot allocator "
                     "for the payload of key '%s' of slot %d", key, slot);
                 goto fail;
             }
-            r->path = MIG_PATH_DUMP;
+            r->path = BLK_PATH_DUMP;
             r->val = (uintptr_t)p;
             r->len = len;
             m->keys_serialized++;
@@ -320,15 +320,15 @@ int migManifestStep(migManifest *m, uint64_t budget_us, sds *err) {
     }
     return 0;
 fail:
-    migFreeManifest(m);
+    blkFreeManifest(m);
     m->nkeys = 0;
     return -1;
 }
 
 /* The whole manifest at once (DEBUG SLOTREPLANT). */
-int migBuildManifest(int slot, migManifest *m, sds *err) {
-    if (migManifestBegin(slot, m, err) == C_ERR) return C_ERR;
-    return migManifestStep(m, UINT64_MAX, err) == 0 ? C_OK : C_ERR;
+int blkBuildManifest(int slot, blkManifest *m, sds *err) {
+    if (blkManifestBegin(slot, m, err) == C_ERR) return C_ERR;
+    return blkManifestStep(m, UINT64_MAX, err) == 0 ? C_OK : C_ERR;
 }
 
 /* Whether two manifests of a slot say the same: the same keys in the same
@@ -336,15 +336,15 @@ int migBuildManifest(int slot, migManifest *m, sds *err) {
  * payloads compared byte for byte: they are copies). A check for tests:
  * a manifest built while writes flowed, and kept, must be the one a
  * fresh build gives. */
-int migManifestSame(migManifest *a, migManifest *b) {
-    migManifestHeader *ha = a->addr, *hb = b->addr;
+int blkManifestSame(blkManifest *a, blkManifest *b) {
+    blkManifestHeader *ha = a->addr, *hb = b->addr;
 
     if (a->nkeys != b->nkeys || ha->nkeys != hb->nkeys) return 0;
-    migKeyRec *ra = (migKeyRec *)(ha + 1), *rb = (migKeyRec *)(hb + 1);
+    blkKeyRec *ra = (blkKeyRec *)(ha + 1), *rb = (blkKeyRec *)(hb + 1);
     for (size_t i = 0; i < a->nkeys; i++) {
         if (ra[i].key != rb[i].key || ra[i].path != rb[i].path ||
             ra[i].len != rb[i].len || ra[i].expire != rb[i].expire) return 0;
-        if (ra[i].path != MIG_PATH_DUMP) {
+        if (ra[i].path != BLK_PATH_DUMP) {
             if (ra[i].val != rb[i].val) return 0;
         } else if (memcmp((void *)(uintptr_t)ra[i].val, (void *)(uintptr_t)rb[i].val,
                           ra[i].len) != 0) {
@@ -356,54 +356,54 @@ int migManifestSame(migManifest *a, migManifest *b) {
 
 /* Free the manifest and the payloads it points to (donor side, after the
  * copy or on abort). */
-void migFreeManifest(migManifest *m) {
-    migManifestHeader *h = m->addr;
+void blkFreeManifest(blkManifest *m) {
+    blkManifestHeader *h = m->addr;
 
     if (!h) return;
-    migKeyRec *rec = (migKeyRec *)(h + 1);
+    blkKeyRec *rec = (blkKeyRec *)(h + 1);
     for (size_t i = 0; i < m->nkeys; i++)
-        if (rec[i].path == MIG_PATH_DUMP) zfree((void *)(uintptr_t)rec[i].val);
+        if (rec[i].path == BLK_PATH_DUMP) zfree((void *)(uintptr_t)rec[i].val);
     zfree(h);
     m->addr = NULL;
 }
 
 /* ============================ Recipient =================================== */
 
-/* A received block by its local address (migKeep's lookup). */
-typedef struct migLocalIdx {
+/* A received block by its local address (blkKeep's lookup). */
+typedef struct blkLocalIdx {
     char *local;
     size_t size;
     size_t block;               /* Index in the map. */
-} migLocalIdx;
+} blkLocalIdx;
 
-typedef struct migPatchCtx {
+typedef struct blkPatchCtx {
     int slot;
-    migBlockMap *map;           /* Sorted by donor address. */
+    blkMap *map;           /* Sorted by donor address. */
     size_t nmap;
-    struct migLocalIdx *bylocal;/* The blocks by local address. */
-    migAdopted *out;
+    struct blkLocalIdx *bylocal;/* The blocks by local address. */
+    blkAdopted *out;
     sds *err;
     const char *why;            /* What the last failed check was. */
-} migPatchCtx;
+} blkPatchCtx;
 
-#define migBad(ctx, msg) do { (ctx)->why = (msg); return NULL; } while (0)
+#define blkBad(ctx, msg) do { (ctx)->why = (msg); return NULL; } while (0)
 
-#define migFail(ctx, ...) do { \
+#define blkFail(ctx, ...) do { \
     *(ctx)->err = sdscatprintf(sdsempty(), __VA_ARGS__); \
     return 0; \
 } while (0)
 
-uint64_t migBlockSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n) {
+uint64_t blkSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n) {
     XXH3_state_t st;
 
     XXH3_INITSTATE(&st);
     XXH3_64bits_reset(&st);
     for (size_t i = 0; i < n; i++)
-        migXXH3Update(&st, (const char *)block + r[i].offset, r[i].len);
+        blkXXH3Update(&st, (const char *)block + r[i].offset, r[i].len);
     return XXH3_64bits_digest(&st);
 }
 
-int migBlockImageSum(void *block, size_t size, uint64_t *sum) {
+int blkImageSum(void *block, size_t size, uint64_t *sum) {
     slotAllocRangeInfo stack[64], *r = stack;
     size_t n = slotAllocImageUsedRanges(block, size, r, 64);
 
@@ -412,7 +412,7 @@ int migBlockImageSum(void *block, size_t size, uint64_t *sum) {
         r = zmalloc(sizeof(*r) * n);
         slotAllocImageUsedRanges(block, size, r, n);
     }
-    *sum = migBlockSumRanges(block, r, n);
+    *sum = blkSumRanges(block, r, n);
     if (r != stack) zfree(r);
     return 0;
 }
@@ -421,7 +421,7 @@ int migBlockImageSum(void *block, size_t size, uint64_t *sum) {
  * account its live allocations in used_memory: zmalloc never handed them
  * out here, but their frees go through zfree. Nothing else may allocate or
  * free in the slot meanwhile (the slot is being imported: no keys). */
-int migAdoptBlock(int slot, void *addr) {
+int blkAdoptBlock(int slot, void *addr) {
     slotAllocSlotStat before, after;
 
     slotAllocSlotStats(slot, &before);
@@ -433,13 +433,13 @@ int migAdoptBlock(int slot, void *addr) {
 }
 
 /* The received block holding a donor address, or NULL (the map is sorted
- * by donor address); migTr: the local address, or NULL. */
-static migBlockMap *migBlockOf(migPatchCtx *ctx, uint64_t addr) {
+ * by donor address); blkTr: the local address, or NULL. */
+static blkMap *blkBlockOf(blkPatchCtx *ctx, uint64_t addr) {
     size_t lo = 0, hi = ctx->nmap;
 
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        migBlockMap *b = &ctx->map[mid];
+        blkMap *b = &ctx->map[mid];
         if (addr < b->donor) hi = mid;
         else if (addr - b->donor >= b->size) lo = mid + 1;
         else return b;
@@ -447,8 +447,8 @@ static migBlockMap *migBlockOf(migPatchCtx *ctx, uint64_t addr) {
     return NULL;
 }
 
-static char *migTr(migPatchCtx *ctx, uint64_t addr) {
-    migBlockMap *b = migBlockOf(ctx, addr);
+static char *blkTr(blkPatchCtx *ctx, uint64_t addr) {
+    blkMap *b = blkBlockOf(ctx, addr);
     return b ? b->local + (addr - b->donor) : NULL;
 }
 
@@ -456,8 +456,8 @@ static char *migTr(migPatchCtx *ctx, uint64_t addr) {
  * by an adopted key. Returns 0 if some key owns it already: one free would
  * corrupt the other, and a walk that comes back to it is going round in a
  * cycle. */
-static int migKeep(migPatchCtx *ctx, void *p) {
-    migAdopted *a = ctx->out;
+static int blkKeep(blkPatchCtx *ctx, void *p) {
+    blkAdopted *a = ctx->out;
     size_t lo = 0, hi = ctx->nmap;
     char *c = p;
 
@@ -476,21 +476,21 @@ static int migKeep(migPatchCtx *ctx, void *p) {
             return 1;
         }
     }
-    serverPanic("migKeep: %p is in no received block", p);
+    serverPanic("blkKeep: %p is in no received block", p);
     return 0;
 }
 
 /* Whether an allocation of the received blocks is owned by an adopted
  * key; block is its index in the map. */
-static int migOwned(migAdopted *a, migBlockMap *map, size_t block, void *p) {
+static int blkOwned(blkAdopted *a, blkMap *map, size_t block, void *p) {
     size_t g = (size_t)((char *)p - map[block].local) / SLOTALLOC_GRANULE;
     return (a->owned[block][g >> 6] >> (g & 63)) & 1;
 }
 
 /* A live allocation of the slot at donor address addr, at least min bytes:
  * its local address and usable size, or NULL. */
-static char *migAlloc(migPatchCtx *ctx, uint64_t addr, size_t min, size_t *usable) {
-    char *p = migTr(ctx, addr);
+static char *blkAlloc(blkPatchCtx *ctx, uint64_t addr, size_t min, size_t *usable) {
+    char *p = blkTr(ctx, addr);
     size_t u;
 
     if (!p || (u = slotAllocLiveSize(ctx->slot, p)) < min || u == 0) return NULL;
@@ -498,7 +498,7 @@ static char *migAlloc(migPatchCtx *ctx, uint64_t addr, size_t min, size_t *usabl
     return p;
 }
 
-static size_t migSdsHdrSize(int type) {
+static size_t blkSdsHdrSize(int type) {
     switch (type) {
     case SDS_TYPE_5: return sizeof(struct sdshdr5);
     case SDS_TYPE_8: return sizeof(struct sdshdr8);
@@ -513,8 +513,8 @@ static size_t migSdsHdrSize(int type) {
  * pointer, past its header). Returns the local sds or NULL. The flags byte
  * before the pointer names the header type; the header must lie in the
  * same block and start a live allocation of the slot. */
-static sds migSds(migPatchCtx *ctx, uint64_t addr) {
-    migBlockMap *b = migBlockOf(ctx, addr);
+static sds blkSds(blkPatchCtx *ctx, uint64_t addr) {
+    blkMap *b = blkBlockOf(ctx, addr);
     size_t off, hdr, usable, len, alloc;
     int type;
     sds s;
@@ -522,70 +522,70 @@ static sds migSds(migPatchCtx *ctx, uint64_t addr) {
     if (!b || (off = addr - b->donor) == 0) return NULL;
     s = b->local + off;
     type = ((unsigned char)s[-1]) & SDS_TYPE_MASK;
-    if ((hdr = migSdsHdrSize(type)) == 0 || hdr > off ||
+    if ((hdr = blkSdsHdrSize(type)) == 0 || hdr > off ||
         (usable = slotAllocLiveSize(ctx->slot, s - hdr)) == 0) return NULL;
     len = sdslen(s);
     alloc = type == SDS_TYPE_5 ? len : sdsalloc(s);
     if (len > alloc || hdr + alloc + 1 > usable || s[len] != '\0') return NULL;
-    migKeep(ctx, s - hdr);
+    blkKeep(ctx, s - hdr);
     return s;
 }
 
 /* A quicklist: its struct, every node, every node's listpack or LZF data.
  * Rewrites the links to local addresses. */
-static quicklist *migQuicklist(migPatchCtx *ctx, uint64_t addr) {
+static quicklist *blkQuicklist(blkPatchCtx *ctx, uint64_t addr) {
     size_t usable, count = 0, len = 0;
-    quicklist *ql = (quicklist *)migAlloc(ctx, addr, sizeof(quicklist), &usable);
+    quicklist *ql = (quicklist *)blkAlloc(ctx, addr, sizeof(quicklist), &usable);
     quicklistNode *prev = NULL;
     uint64_t next;
 
-    if (!ql) migBad(ctx, "quicklist: not an allocation of the slot");
+    if (!ql) blkBad(ctx, "quicklist: not an allocation of the slot");
     /* fill: what quicklistSetFill() can produce. */
     if (ql->bookmark_count || ql->len == 0 || ql->count == 0 || ql->fill < -5)
-        migBad(ctx, "quicklist: bad header");
-    migKeep(ctx, ql);
+        blkBad(ctx, "quicklist: bad header");
+    blkKeep(ctx, ql);
     next = (uintptr_t)ql->head;
     while (next) {
-        quicklistNode *n = (quicklistNode *)migAlloc(ctx, next, sizeof(quicklistNode), NULL);
+        quicklistNode *n = (quicklistNode *)blkAlloc(ctx, next, sizeof(quicklistNode), NULL);
         size_t eusable;
         unsigned char *entry;
 
         /* The donor's back links are not trusted: the list is relinked
          * from the forward ones, at most ql->len nodes (no cycle). */
-        if (!n) migBad(ctx, "quicklist: node is not an allocation of the slot");
-        if (++len > ql->len) migBad(ctx, "quicklist: more nodes than its length");
-        migKeep(ctx, n);
-        entry = (unsigned char *)migAlloc(ctx, (uintptr_t)n->entry, 1, &eusable);
-        if (!entry) migBad(ctx, "quicklist: node data is not an allocation of the slot");
-        if (n->count == 0 || n->sz == 0) migBad(ctx, "quicklist: empty node");
+        if (!n) blkBad(ctx, "quicklist: node is not an allocation of the slot");
+        if (++len > ql->len) blkBad(ctx, "quicklist: more nodes than its length");
+        blkKeep(ctx, n);
+        entry = (unsigned char *)blkAlloc(ctx, (uintptr_t)n->entry, 1, &eusable);
+        if (!entry) blkBad(ctx, "quicklist: node data is not an allocation of the slot");
+        if (n->count == 0 || n->sz == 0) blkBad(ctx, "quicklist: empty node");
         if (n->container != QUICKLIST_NODE_CONTAINER_PACKED &&
-            n->container != QUICKLIST_NODE_CONTAINER_PLAIN) migBad(ctx, "quicklist: bad container");
+            n->container != QUICKLIST_NODE_CONTAINER_PLAIN) blkBad(ctx, "quicklist: bad container");
         if (n->encoding == QUICKLIST_NODE_ENCODING_LZF) {
             quicklistLZF *lzf = (quicklistLZF *)entry;
             /* LZF expands at most ~90 times (a 3-byte back reference
              * covers 264 bytes): a larger claimed size is a lie, and must
              * not make us allocate it. */
             if (eusable < sizeof(*lzf) || lzf->sz == 0 || lzf->sz > eusable - sizeof(*lzf) ||
-                n->sz > lzf->sz * 100 + 1024) migBad(ctx, "quicklist: bad LZF header");
+                n->sz > lzf->sz * 100 + 1024) blkBad(ctx, "quicklist: bad LZF header");
             unsigned char *buf = ztrymalloc(n->sz);
-            if (!buf) migBad(ctx, "quicklist: no memory to check a compressed node");
+            if (!buf) blkBad(ctx, "quicklist: no memory to check a compressed node");
             int ok = lzf_decompress(lzf->compressed, lzf->sz, buf, n->sz) == n->sz;
             if (ok && n->container == QUICKLIST_NODE_CONTAINER_PACKED)
                 ok = lpValidateIntegrity(buf, n->sz, 1, NULL, NULL) && lpLength(buf) == n->count;
             if (ok && n->container == QUICKLIST_NODE_CONTAINER_PLAIN) ok = n->count == 1;
             zfree(buf);
-            if (!ok) migBad(ctx, "quicklist: compressed node does not check");
+            if (!ok) blkBad(ctx, "quicklist: compressed node does not check");
         } else if (n->encoding == QUICKLIST_NODE_ENCODING_RAW) {
-            if (n->sz > eusable) migBad(ctx, "quicklist: node size past its allocation");
+            if (n->sz > eusable) blkBad(ctx, "quicklist: node size past its allocation");
             if (n->container == QUICKLIST_NODE_CONTAINER_PACKED &&
                 (!lpValidateIntegrity(entry, n->sz, 1, NULL, NULL) || lpLength(entry) != n->count))
-                migBad(ctx, "quicklist: node listpack does not check");
+                blkBad(ctx, "quicklist: node listpack does not check");
             if (n->container == QUICKLIST_NODE_CONTAINER_PLAIN && n->count != 1)
-                migBad(ctx, "quicklist: plain node count");
+                blkBad(ctx, "quicklist: plain node count");
         } else {
-            migBad(ctx, "quicklist: bad node encoding");
+            blkBad(ctx, "quicklist: bad node encoding");
         }
-        migKeep(ctx, entry);
+        blkKeep(ctx, entry);
         count += n->count;
         next = (uintptr_t)n->next;
         n->entry = entry;
@@ -595,20 +595,20 @@ static quicklist *migQuicklist(migPatchCtx *ctx, uint64_t addr) {
         else ql->head = n;
         prev = n;
     }
-    if (len != ql->len || count != ql->count) migBad(ctx, "quicklist: counts do not add up");
+    if (len != ql->len || count != ql->count) blkBad(ctx, "quicklist: counts do not add up");
     ql->tail = prev;
     return ql;
 }
 
 /* A zero-copy value: the robj at donor address addr and everything it
  * owns. Returns the local robj or NULL. */
-static robj *migObject(migPatchCtx *ctx, uint64_t addr) {
+static robj *blkObject(blkPatchCtx *ctx, uint64_t addr) {
     size_t usable, u;
-    robj *o = (robj *)migAlloc(ctx, addr, sizeof(robj), &usable);
+    robj *o = (robj *)blkAlloc(ctx, addr, sizeof(robj), &usable);
     unsigned char *p;
 
-    if (!o) migBad(ctx, "robj is not an allocation of the slot");
-    if (o->refcount != 1) migBad(ctx, "robj refcount is not 1");
+    if (!o) blkBad(ctx, "robj is not an allocation of the slot");
+    if (o->refcount != 1) blkBad(ctx, "robj refcount is not 1");
     switch (o->type) {
     case OBJ_STRING:
         if (o->encoding == OBJ_ENCODING_INT) break;
@@ -616,37 +616,37 @@ static robj *migObject(migPatchCtx *ctx, uint64_t addr) {
             /* robj, sdshdr8 and the bytes in one allocation. */
             struct sdshdr8 *sh = (struct sdshdr8 *)(o + 1);
             char *buf = (char *)(sh + 1);
-            if (migTr(ctx, (uintptr_t)o->ptr) != buf || sh->flags != SDS_TYPE_8 ||
+            if (blkTr(ctx, (uintptr_t)o->ptr) != buf || sh->flags != SDS_TYPE_8 ||
                 sh->len > sh->alloc ||
                 sizeof(robj) + sizeof(*sh) + (size_t)sh->alloc + 1 > usable ||
-                buf[sh->len] != '\0') migBad(ctx, "bad embedded string");
+                buf[sh->len] != '\0') blkBad(ctx, "bad embedded string");
             o->ptr = buf;
             break;
         }
-        if (o->encoding != OBJ_ENCODING_RAW) migBad(ctx, "bad string encoding");
-        if ((o->ptr = migSds(ctx, (uintptr_t)o->ptr)) == NULL) migBad(ctx, "bad string sds");
+        if (o->encoding != OBJ_ENCODING_RAW) blkBad(ctx, "bad string encoding");
+        if ((o->ptr = blkSds(ctx, (uintptr_t)o->ptr)) == NULL) blkBad(ctx, "bad string sds");
         break;
     case OBJ_LIST:
-        if (o->encoding != OBJ_ENCODING_QUICKLIST) migBad(ctx, "bad list encoding");
-        if ((o->ptr = migQuicklist(ctx, (uintptr_t)o->ptr)) == NULL) return NULL;
+        if (o->encoding != OBJ_ENCODING_QUICKLIST) blkBad(ctx, "bad list encoding");
+        if ((o->ptr = blkQuicklist(ctx, (uintptr_t)o->ptr)) == NULL) return NULL;
         break;
     case OBJ_SET:
-        p = (unsigned char *)migAlloc(ctx, (uintptr_t)o->ptr, 8, &u);
+        p = (unsigned char *)blkAlloc(ctx, (uintptr_t)o->ptr, 8, &u);
         /* intsetValidateIntegrity() wants the exact size, which the header
          * gives (it checks the encoding and the length against it). */
         if (o->encoding != OBJ_ENCODING_INTSET || !p || intsetBlobLen((intset *)p) > u ||
             !intsetValidateIntegrity(p, intsetBlobLen((intset *)p), 1) ||
             intsetLen((intset *)p) == 0)
-            migBad(ctx, "intset does not check");
-        migKeep(ctx, p);
+            blkBad(ctx, "intset does not check");
+        blkKeep(ctx, p);
         o->ptr = p;
         break;
     case OBJ_HASH:
     case OBJ_ZSET:
-        p = (unsigned char *)migAlloc(ctx, (uintptr_t)o->ptr, 7, &u);
+        p = (unsigned char *)blkAlloc(ctx, (uintptr_t)o->ptr, 7, &u);
         if (o->encoding != OBJ_ENCODING_LISTPACK || !p || lpBytes(p) > u ||
             !lpPairsValidateIntegrityAndDups(p, lpBytes(p), 1) || lpLength(p) == 0)
-            migBad(ctx, "listpack does not check");
+            blkBad(ctx, "listpack does not check");
         if (o->type == OBJ_ZSET) {
             /* Scores must parse: zzlGetScore() trusts them. */
             unsigned char *e = lpSeek(p, 1);
@@ -657,86 +657,86 @@ static robj *migObject(migPatchCtx *ctx, uint64_t addr) {
                 double d;
                 v = lpGet(e, &vlen, buf);
                 if (v != buf && (!string2d((char *)v, vlen, &d) || isnan(d)))
-                    migBad(ctx, "bad score");
+                    blkBad(ctx, "bad score");
                 e = lpNext(p, e);
                 if (e) e = lpNext(p, e);
             }
         }
-        migKeep(ctx, p);
+        blkKeep(ctx, p);
         o->ptr = p;
         break;
     default:
-        migBad(ctx, "type not sent zero-copy");
+        blkBad(ctx, "type not sent zero-copy");
     }
-    migKeep(ctx, o);
+    blkKeep(ctx, o);
     return o;
 }
 
-/* MIG_PATH_DICT: the hash table whose robj is at donor address addr, with
+/* BLK_PATH_DICT: the hash table whose robj is at donor address addr, with
  * count elements. Everything is taken as it is (robj, dict, table, entries,
  * strings), each checked; the buckets are refilled with this process's
  * hash seed, and a field seen twice is refused. Returns the local robj or
  * NULL with ctx->why set. */
-static robj *migDictValue(migPatchCtx *ctx, uint64_t addr, uint64_t count) {
+static robj *blkDictValue(blkPatchCtx *ctx, uint64_t addr, uint64_t count) {
     size_t usable;
-    robj *o = (robj *)migAlloc(ctx, addr, sizeof(robj), NULL);
+    robj *o = (robj *)blkAlloc(ctx, addr, sizeof(robj), NULL);
     dictEntry **table, *list = NULL;
     unsigned long size, n = 0;
     dict *d;
 
-    if (!o) migBad(ctx, "robj is not an allocation of the slot");
+    if (!o) blkBad(ctx, "robj is not an allocation of the slot");
     if (o->refcount != 1 || o->encoding != OBJ_ENCODING_HT ||
         (o->type != OBJ_HASH && o->type != OBJ_SET))
-        migBad(ctx, "bad hash table robj");
-    if (!migKeep(ctx, o)) migBad(ctx, "robj owned twice");
-    if ((d = (dict *)migAlloc(ctx, (uintptr_t)o->ptr, sizeof(dict), NULL)) == NULL)
-        migBad(ctx, "dict is not an allocation of the slot");
-    if (!migKeep(ctx, d)) migBad(ctx, "dict owned twice");
+        blkBad(ctx, "bad hash table robj");
+    if (!blkKeep(ctx, o)) blkBad(ctx, "robj owned twice");
+    if ((d = (dict *)blkAlloc(ctx, (uintptr_t)o->ptr, sizeof(dict), NULL)) == NULL)
+        blkBad(ctx, "dict is not an allocation of the slot");
+    if (!blkKeep(ctx, d)) blkBad(ctx, "dict owned twice");
     o->ptr = d;
     /* The donor finishes any rehash before it ships a table. */
     if (d->rehashidx != -1 || d->ht_table[1] != NULL || d->ht_used[1] != 0 ||
         d->ht_size_exp[0] < 0 || d->ht_size_exp[0] > 40 || d->ht_used[0] != count ||
-        count == 0) migBad(ctx, "bad dict header");
+        count == 0) blkBad(ctx, "bad dict header");
     size = DICTHT_SIZE(d->ht_size_exp[0]);
-    table = (dictEntry **)migAlloc(ctx, (uintptr_t)d->ht_table[0], sizeof(dictEntry *), &usable);
+    table = (dictEntry **)blkAlloc(ctx, (uintptr_t)d->ht_table[0], sizeof(dictEntry *), &usable);
     if (!table || usable / sizeof(dictEntry *) < size)
-        migBad(ctx, "dict table is not an allocation of the slot");
-    if (!migKeep(ctx, table)) migBad(ctx, "dict table owned twice");
+        blkBad(ctx, "dict table is not an allocation of the slot");
+    if (!blkKeep(ctx, table)) blkBad(ctx, "dict table owned twice");
     /* Every entry of every chain, at most count of them, none twice (no
      * cycle), collected on a list through their next pointers. The entries
      * and then their strings are independent cache misses: the heads are
      * prefetched first, and each entry's strings while the chains are
      * walked, to be checked in a second pass. */
     for (unsigned long b = 0; b < size; b++) {
-        char *p = table[b] ? migTr(ctx, (uintptr_t)table[b]) : NULL;
+        char *p = table[b] ? blkTr(ctx, (uintptr_t)table[b]) : NULL;
         if (p) __builtin_prefetch(p);
     }
     for (unsigned long b = 0; b < size; b++) {
         uint64_t next = (uintptr_t)table[b];
         while (next) {
-            dictEntry *de = (dictEntry *)migAlloc(ctx, next, sizeof(dictEntry), NULL);
+            dictEntry *de = (dictEntry *)blkAlloc(ctx, next, sizeof(dictEntry), NULL);
             char *p;
 
-            if (!de) migBad(ctx, "dict entry is not an allocation of the slot");
-            if (++n > count) migBad(ctx, "more entries than the dict holds");
-            if (!migKeep(ctx, de)) migBad(ctx, "dict entry owned twice");
+            if (!de) blkBad(ctx, "dict entry is not an allocation of the slot");
+            if (++n > count) blkBad(ctx, "more entries than the dict holds");
+            if (!blkKeep(ctx, de)) blkBad(ctx, "dict entry owned twice");
             next = (uintptr_t)de->next;
-            if ((p = migTr(ctx, (uintptr_t)de->key)) != NULL) __builtin_prefetch(p - 1);
-            if (o->type == OBJ_HASH && (p = migTr(ctx, (uintptr_t)de->v.val)) != NULL)
+            if ((p = blkTr(ctx, (uintptr_t)de->key)) != NULL) __builtin_prefetch(p - 1);
+            if (o->type == OBJ_HASH && (p = blkTr(ctx, (uintptr_t)de->v.val)) != NULL)
                 __builtin_prefetch(p - 1);
             de->next = list;
             list = de;
         }
     }
-    if (n != count) migBad(ctx, "fewer entries than the dict holds");
+    if (n != count) blkBad(ctx, "fewer entries than the dict holds");
     for (dictEntry *de = list; de; de = de->next) {
         sds f, v = NULL;
 
-        if ((f = migSds(ctx, (uintptr_t)de->key)) == NULL)
-            migBad(ctx, "bad field string");
-        if (o->type == OBJ_HASH && (v = migSds(ctx, (uintptr_t)de->v.val)) == NULL)
-            migBad(ctx, "bad value string");
-        if (o->type == OBJ_SET && de->v.val != NULL) migBad(ctx, "set entry with a value");
+        if ((f = blkSds(ctx, (uintptr_t)de->key)) == NULL)
+            blkBad(ctx, "bad field string");
+        if (o->type == OBJ_HASH && (v = blkSds(ctx, (uintptr_t)de->v.val)) == NULL)
+            blkBad(ctx, "bad value string");
+        if (o->type == OBJ_SET && de->v.val != NULL) blkBad(ctx, "set entry with a value");
         de->key = f;
         de->v.val = v;
     }
@@ -755,7 +755,7 @@ static robj *migDictValue(migPatchCtx *ctx, uint64_t addr, uint64_t count) {
             if (dictCompareKeys(d, e->key, de->key)) break;
         if (e) {
             /* The table is half built: leave the robj out of reach. */
-            migBad(ctx, "a field appears twice");
+            blkBad(ctx, "a field appears twice");
         }
         de->next = table[idx];
         table[idx] = de;
@@ -763,36 +763,36 @@ static robj *migDictValue(migPatchCtx *ctx, uint64_t addr, uint64_t count) {
     return o;
 }
 
-static int migMapCmp(const void *a, const void *b) {
-    const migBlockMap *x = a, *y = b;
+static int blkMapCmp(const void *a, const void *b) {
+    const blkMap *x = a, *y = b;
     return x->donor < y->donor ? -1 : x->donor > y->donor;
 }
 
-static int migLocalCmp(const void *a, const void *b) {
-    const migLocalIdx *x = a, *y = b;
+static int blkLocalCmp(const void *a, const void *b) {
+    const blkLocalIdx *x = a, *y = b;
     return x->local < y->local ? -1 : x->local > y->local;
 }
 
 /* Check and rebuild every key of a received slot (see the top of the
  * file). The blocks in map are adopted into the slot already. On success
  * *out holds the keys, not linked yet; on error *err says what was wrong
- * and *out must be freed with migAdoptedFree() (its zero-copy memory goes
+ * and *out must be freed with blkAdoptedFree() (its zero-copy memory goes
  * with the slot's blocks, which the caller releases). Touches no shared
  * state of the server (not the keyspace: whether a key exists here already
  * is settled when it is linked), so a background thread may run it while
  * the main thread serves clients. */
-int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
-                 size_t nkeys, migAdopted *out, sds *err) {
-    migPatchCtx ctx = {slot, map, nmap, NULL, out, err, "?"};
-    migManifestHeader *h;
-    migKeyRec *rec;
+int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
+                 size_t nkeys, blkAdopted *out, sds *err) {
+    blkPatchCtx ctx = {slot, map, nmap, NULL, out, err, "?"};
+    blkManifestHeader *h;
+    blkKeyRec *rec;
     size_t usable;
     dict *seen;
 
     memset(out, 0, sizeof(*out));
     out->slot = slot;
     *err = NULL;
-    qsort(map, nmap, sizeof(*map), migMapCmp);
+    qsort(map, nmap, sizeof(*map), blkMapCmp);
     for (size_t i = 1; i < nmap; i++) {
         if (map[i].donor - map[i - 1].donor < map[i - 1].size) {
             *err = sdsnew("donor blocks overlap");
@@ -802,37 +802,37 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
     /* Ownership bitmaps, one bit per allocator granule of each block. */
     out->owned = zcalloc(sizeof(uint64_t *) * (nmap ? nmap : 1));
     out->nowned = nmap;
-    ctx.bylocal = zmalloc(sizeof(migLocalIdx) * (nmap ? nmap : 1));
+    ctx.bylocal = zmalloc(sizeof(blkLocalIdx) * (nmap ? nmap : 1));
     for (size_t i = 0; i < nmap; i++) {
         out->owned[i] = zcalloc((map[i].size / SLOTALLOC_GRANULE + 63) / 64 * sizeof(uint64_t));
         ctx.bylocal[i].local = map[i].local;
         ctx.bylocal[i].size = map[i].size;
         ctx.bylocal[i].block = i;
     }
-    qsort(ctx.bylocal, nmap, sizeof(migLocalIdx), migLocalCmp);
-    h = (migManifestHeader *)migAlloc(&ctx, manifest, sizeof(*h), &usable);
-    if (!h || h->magic != MIG_MANIFEST_MAGIC || h->version != MIG_MANIFEST_VERSION ||
+    qsort(ctx.bylocal, nmap, sizeof(blkLocalIdx), blkLocalCmp);
+    h = (blkManifestHeader *)blkAlloc(&ctx, manifest, sizeof(*h), &usable);
+    if (!h || h->magic != BLK_MANIFEST_MAGIC || h->version != BLK_MANIFEST_VERSION ||
         h->slot != slot || h->nkeys != nkeys ||
-        nkeys > (usable - sizeof(*h)) / sizeof(migKeyRec)) {
+        nkeys > (usable - sizeof(*h)) / sizeof(blkKeyRec)) {
         *err = sdscatprintf(sdsempty(), "bad manifest for slot %d", slot);
         zfree(ctx.bylocal);
         return C_ERR;
     }
-    rec = (migKeyRec *)(h + 1);
-    out->keys = zcalloc(sizeof(migAdoptedKey) * (nkeys ? nkeys : 1));
-    seen = dictCreate(&migSeenDictType);
+    rec = (blkKeyRec *)(h + 1);
+    out->keys = zcalloc(sizeof(blkAdoptedKey) * (nkeys ? nkeys : 1));
+    seen = dictCreate(&blkSeenDictType);
     dictExpand(seen, nkeys);    /* Sized once: no rehash while it fills. */
     for (size_t i = 0; i < nkeys; i++) {
-        migKeyRec r = rec[i];   /* Nothing else writes the blocks meanwhile. */
-        migAdoptedKey *k = &out->keys[i];
+        blkKeyRec r = rec[i];   /* Nothing else writes the blocks meanwhile. */
+        blkAdoptedKey *k = &out->keys[i];
         /* The next key's name and value, which no load here depends on. */
         if (i + 1 < nkeys) {
             char *p;
-            if ((p = migTr(&ctx, rec[i + 1].key)) != NULL) __builtin_prefetch(p - 1);
-            if (rec[i + 1].path != MIG_PATH_INT && (p = migTr(&ctx, rec[i + 1].val)) != NULL)
+            if ((p = blkTr(&ctx, rec[i + 1].key)) != NULL) __builtin_prefetch(p - 1);
+            if (rec[i + 1].path != BLK_PATH_INT && (p = blkTr(&ctx, rec[i + 1].val)) != NULL)
                 __builtin_prefetch(p);
         }
-        sds key = migSds(&ctx, r.key);
+        sds key = blkSds(&ctx, r.key);
 
         if (!key) {
             *err = sdscatprintf(sdsempty(), "record %zu: bad key pointer", i);
@@ -854,26 +854,26 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
         k->key = key;
         k->expire = r.expire;
         k->hash = dictSdsHash(key);
-        if (r.path == MIG_PATH_ZERO_COPY) {
-            if ((k->val = migObject(&ctx, r.val)) == NULL) {
+        if (r.path == BLK_PATH_ZERO_COPY) {
+            if ((k->val = blkObject(&ctx, r.val)) == NULL) {
                 *err = sdscatprintf(sdsempty(), "record %zu (key '%s'): bad value: %s",
                     i, key, ctx.why);
                 break;
             }
             out->keys_zero_copy++;
-        } else if (r.path == MIG_PATH_DICT) {
-            if ((k->val = migDictValue(&ctx, r.val, r.len)) == NULL) {
+        } else if (r.path == BLK_PATH_DICT) {
+            if ((k->val = blkDictValue(&ctx, r.val, r.len)) == NULL) {
                 *err = sdscatprintf(sdsempty(), "record %zu (key '%s'): bad hash "
                     "table: %s", i, key, ctx.why);
                 break;
             }
             out->keys_zero_copy++;
             out->keys_rebuilt++;
-        } else if (r.path == MIG_PATH_INT) {
+        } else if (r.path == BLK_PATH_INT) {
             k->val = createStringObjectFromLongLongForValue((long long)r.val);
             out->keys_zero_copy++;
-        } else if (r.path == MIG_PATH_DUMP) {
-            unsigned char *p = (unsigned char *)migAlloc(&ctx, r.val, 1, &usable);
+        } else if (r.path == BLK_PATH_DUMP) {
+            unsigned char *p = (unsigned char *)blkAlloc(&ctx, r.val, 1, &usable);
             rio payload;
             int type;
             sds buf;
@@ -921,9 +921,9 @@ int migPatchSlot(int slot, migBlockMap *map, size_t nmap, uint64_t manifest,
 
 /* Serialize every adopted key as a DUMP payload (a->payloads), for the
  * RESTORE commands that tell this node's replicas and AOF about the keys
- * (migLinkAdopted). Reads only the adopted objects, which nothing else sees
+ * (blkLinkAdopted). Reads only the adopted objects, which nothing else sees
  * until they are linked: meant for the migration's background thread. */
-void migSerializeAdopted(migAdopted *a) {
+void blkSerializeAdopted(blkAdopted *a) {
     a->payloads = zcalloc(sizeof(sds) * (a->nkeys ? a->nkeys : 1));
     for (size_t i = 0; i < a->nkeys; i++) {
         robj keyobj;
@@ -939,10 +939,10 @@ void migSerializeAdopted(migAdopted *a) {
  * is the one in the blocks: only the dictEntry is new. A key that exists
  * here already (only a client using ASKING can have written it to a slot
  * that is being imported) is replaced: the donor owns the slot, its copy
- * wins. With payloads (migSerializeAdopted), each key is propagated to the
+ * wins. With payloads (blkSerializeAdopted), each key is propagated to the
  * replicas and the AOF as RESTORE key <abs-ms|0> payload ABSTTL REPLACE.
  * Returns how many were linked by this call. */
-size_t migLinkAdopted(migAdopted *a, size_t max) {
+size_t blkLinkAdopted(blkAdopted *a, size_t max) {
     redisDb *db = &server.db[0];
     size_t n = 0;
     int prev_core = server.core_propagates;
@@ -954,19 +954,19 @@ size_t migLinkAdopted(migAdopted *a, size_t max) {
     server.propagate_no_multi = 1;
     while (a->linked < a->nkeys && n < max) {
         size_t i = a->linked++;
-        migAdoptedKey *k = &a->keys[i];
+        blkAdoptedKey *k = &a->keys[i];
         dictEntry *de;
         robj keyobj;
 
         /* The next key's bucket and value (signalKeyAsReady reads its
          * type) are asked for while this one is linked. */
         if (hashed && i + 1 < a->nkeys) {
-            migPrefetchBucket(db->dict, a->keys[i + 1].hash);
+            blkPrefetchBucket(db->dict, a->keys[i + 1].hash);
             __builtin_prefetch(a->keys[i + 1].val);
         }
         initStaticStringObject(keyobj, k->key);
         /* The main thread neither hashes the key (its hash was computed
-         * off it, migPatchSlot) nor computes its slot (migPatchSlot checked
+         * off it, blkPatchSlot) nor computes its slot (blkPatchSlot checked
          * that it is a->slot): it reads the key only to compare it with the
          * keys of its bucket, if any. */
         de = hashed ? dictAddRawHashed(db->dict, k->key, k->hash, NULL) :
@@ -1009,7 +1009,7 @@ size_t migLinkAdopted(migAdopted *a, size_t max) {
 /* Free every live allocation of the received blocks that no adopted key
  * owns: the manifest, the payloads, and whatever else the donor's blocks
  * held. Returns how many were freed. */
-size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap) {
+size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap) {
     size_t freed = 0, cap = 1024;
     void **allocs = zmalloc(cap * sizeof(void *));
 
@@ -1020,7 +1020,7 @@ size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap) {
             allocs = zrealloc(allocs, cap * sizeof(void *));
         }
         for (size_t i = 0; i < n; i++) {
-            if (migOwned(a, map, b, allocs[i])) continue;
+            if (blkOwned(a, map, b, allocs[i])) continue;
             zfree(allocs[i]);
             freed++;
         }
@@ -1032,7 +1032,7 @@ size_t migSweepGarbage(migAdopted *a, migBlockMap *map, size_t nmap) {
 /* Free what is left of an adoption: keys not linked (only their DUMP-path
  * values, which live outside the blocks; zero-copy memory goes with the
  * blocks), and the bookkeeping. */
-void migAdoptedFree(migAdopted *a) {
+void blkAdoptedFree(blkAdopted *a) {
     for (size_t i = a->linked; i < a->nkeys; i++) {
         robj *o = a->keys[i].val;
         if (o && !slotAllocOwns(o)) decrRefCount(o);
@@ -1058,13 +1058,13 @@ void migAdoptedFree(migAdopted *a) {
  * the recipient is done). Not propagated to replicas or the AOF.
  * CORRUPT overwrites <count> random bytes of the copy (a PRNG seeded with
  * <seed>), as a lying or broken donor would: the node must never crash. */
-void migReplantDebugCommand(client *c) {
+void blkReplantDebugCommand(client *c) {
     long long slot, seed = 0, corrupt = 0;
-    migManifest m;
-    migAdopted a;
+    blkManifest m;
+    blkAdopted a;
     sds err = NULL;
     slotAllocBlockInfo *bi;
-    migBlockMap *map;
+    blkMap *map;
     size_t nb, keys;
 
     if (!slotCompactEnabled()) {
@@ -1090,7 +1090,7 @@ void migReplantDebugCommand(client *c) {
         return;
     }
     slotCompactSlotSync((int)slot);
-    if (migBuildManifest((int)slot, &m, &err) == C_ERR) {
+    if (blkBuildManifest((int)slot, &m, &err) == C_ERR) {
         addReplyErrorFormat(c, "%s", err);
         sdsfree(err);
         return;
@@ -1103,7 +1103,7 @@ void migReplantDebugCommand(client *c) {
     void **addrs = zmalloc(sizeof(void *) * nb);
     for (size_t i = 0; i < nb; i++) sizes[i] = bi[i].size;
     if (slotAllocReserveBlocks((int)slot, nb, sizes, addrs) == -1) {
-        migFreeManifest(&m);
+        blkFreeManifest(&m);
         addReplyError(c, "cannot reserve blocks for the copy");
         goto done;
     }
@@ -1128,26 +1128,26 @@ void migReplantDebugCommand(client *c) {
     keys = m.nkeys;
     /* The "donor" side lets go: its keys and then its manifest. */
     delKeysInSlot((unsigned int)slot);
-    migFreeManifest(&m);
+    blkFreeManifest(&m);
     for (size_t i = 0; i < nb; i++) {
-        if (migAdoptBlock((int)slot, addrs[i]) == -1) {
+        if (blkAdoptBlock((int)slot, addrs[i]) == -1) {
             slotCompactReleaseSlot((int)slot);
             addReplyErrorFormat(c, "block %zu of slot %lld was rejected", i, slot);
             goto done;
         }
     }
-    if (migPatchSlot((int)slot, map, nb, manifest, keys, &a, &err) == C_ERR) {
-        migAdoptedFree(&a);
+    if (blkPatchSlot((int)slot, map, nb, manifest, keys, &a, &err) == C_ERR) {
+        blkAdoptedFree(&a);
         slotCompactReleaseSlot((int)slot);
         addReplyErrorFormat(c, "slot %lld: %s", slot, err);
         sdsfree(err);
         goto done;
     }
-    migLinkAdopted(&a, SIZE_MAX);
-    migSweepGarbage(&a, map, nb);
+    blkLinkAdopted(&a, SIZE_MAX);
+    blkSweepGarbage(&a, map, nb);
     slotCompactRequest((int)slot);  /* DUMP-path values are in the heap. */
     addReplyLongLong(c, (long long)a.nkeys);
-    migAdoptedFree(&a);
+    blkAdoptedFree(&a);
 done:
     zfree(bi);
     zfree(map);
