@@ -241,7 +241,7 @@ int xferCheckSummary(xferConn *c, const xferWireRecord *done,
                  PRIu64 " bytes, its total says %" PRIu64, sum, done->length);
         return -1;
     }
-    if (c->kind == XFER_KIND_TCP) {
+    if (c->ops->recipientSeesWrites) {
         for (uint32_t i = 0; i < c->nblocks; i++) {
             uint64_t mine = i < c->blockBytesLen ? c->blockBytes[i] : 0;
             uint64_t theirs = i < n ? counts[i] : 0;
@@ -261,7 +261,8 @@ int xferCheckSummary(xferConn *c, const xferWireRecord *done,
         }
         return 0;
     }
-    /* RDMA: take the donor's word, now that it is known to be in bounds. */
+    /* One-sided writes: take the donor's word, now that it is known to be
+     * in bounds. */
     free(c->blockBytes);
     c->blockBytes = NULL;
     c->blockBytesLen = 0;

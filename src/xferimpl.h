@@ -34,6 +34,11 @@
  * prefixed with the transport ("tcp: ...", "rdma: ..."). */
 typedef struct xferOps {
     xferKind kind;               /* XFER_KIND_TCP or XFER_KIND_RDMA */
+    /* 1 if the recipient sees every extent as it lands (TCP: it reads
+     * them), so it checks the donor's summary against its own counts and
+     * digest; 0 if the donor's writes are one-sided (RDMA), so it can only
+     * check the summary's bounds and take its counts. */
+    int recipientSeesWrites;
     /* Recipient: listen on bindaddr:port, filling l->port and the
      * transport's own fields of l. */
     int (*listen)(xferListener *l, const char *bindaddr, int port, char *err);

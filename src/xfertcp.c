@@ -1059,6 +1059,7 @@ int xferTcpFd(const xferConn *c) {
 
 const xferOps xferTcpOps = {
     .kind = XFER_KIND_TCP,
+    .recipientSeesWrites = 1,
     .listen = xferTcpListen,
     .accept = xferTcpAccept,
     .closeListener = xferTcpCloseListener,
