@@ -1383,7 +1383,7 @@ void *migDonorThread(void *arg) {
     int argc = 0, ok = 0;
     char err[XFER_ERR_LEN] = "";
 
-    redis_set_thread_title("migration");
+    migThreadInit("mig_donor");
     migApplyThreadPriority(s);
 
     /* 2. The recipient opens an import session and its data listener. */

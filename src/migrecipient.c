@@ -207,7 +207,7 @@ static void *migRecipientPatcher(void *arg) {
     char err[XFER_ERR_LEN] = "";
     int next = 0;
 
-    redis_set_thread_title("migration");
+    migThreadInit("mig_patcher");
 #ifdef __linux__
     atomicSet(s->tid2, (int)syscall(SYS_gettid));
 #ifdef SCHED_IDLE
@@ -297,7 +297,7 @@ static void *migRecipientThread(void *arg) {
     char err[XFER_ERR_LEN] = "";
     xferConn *conn = NULL;
 
-    redis_set_thread_title("migration");
+    migThreadInit("mig_recipient");
     migApplyThreadPriority(s);
     /* The patcher inherits this thread's priority. */
     if (pthread_create(&s->r.patcher, NULL, migRecipientPatcher, s) != 0) {

@@ -662,6 +662,26 @@ void migCaptureFree(migSession *s) {
     s->d.capturing = 0;
 }
 
+/* ============================ Migration threads =========================== */
+
+/* What each migration thread does first, as bio.c's threads do: a name of
+ * its own, so that top, perf and /proc tell the donor's thread, the
+ * recipient's receiving thread and its patcher apart; killable, like bio's
+ * and the I/O threads; and SIGALRM blocked, so that the watchdog's signal
+ * (watchdog-period) lands on the main thread, whose stack it is meant to
+ * log. Names fit the kernel's 15 characters. */
+void migThreadInit(const char *title) {
+    sigset_t sigset;
+
+    redis_set_thread_title(title);
+    makeThreadKillable();
+    sigemptyset(&sigset);
+    sigaddset(&sigset, SIGALRM);
+    if (pthread_sigmask(SIG_BLOCK, &sigset, NULL))
+        serverLog(LL_WARNING, "Slot migration: cannot mask SIGALRM in the "
+                  "%s thread: %s", title, strerror(errno));
+}
+
 /* ========================= Migration thread priority ====================== */
 
 /* Applies migration-thread-priority to the calling thread, a migration

@@ -436,6 +436,9 @@ void migReleaseBulkSlot(int slot);
  * migEndSession frees them too. */
 void migCaptureFreeArgs(migSession *s);
 void migCaptureFree(migSession *s);
+/* The first call of every migration thread: its name, signals (bio.c's
+ * conventions). */
+void migThreadInit(const char *title);
 /* migration-thread-priority, applied by each migration thread to itself. */
 void migApplyThreadPriority(migSession *s);
 /* nodes.conf: the slots a donor gave away, the slots of an import (saved

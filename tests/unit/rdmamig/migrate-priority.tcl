@@ -11,6 +11,8 @@
 #    one thread, and both of the recipient's (the receiving thread and
 #    the patcher it starts). Read from /proc while a migration is held in
 #    its transfer phase (migration-test-delay-transfer), so the threads exist.
+#    Each thread has its own name (mig_donor; mig_recipient, mig_patcher)
+#    and blocks SIGALRM, as bio.c's threads do.
 # 3. Whatever the priority, the migration moves every key intact.
 # 4. auto does not starve: with both servers on one CPU that a busy
 #    process keeps full, the idle-class threads would get about 0.3% of
@@ -20,9 +22,12 @@
 
 source tests/helpers/rdmamig-migrate.tcl
 
-# The migration threads of node n: a list of {nice policy}, one per thread,
-# from /proc/<pid>/task/<tid>/stat (fields 19 and 41; the command name in
-# field 2 may hold spaces, so count from the closing parenthesis).
+# The migration threads of node n: a list of {name nice policy sigalrm},
+# one per thread, sorted by name, from /proc/<pid>/task/<tid>/stat (fields
+# 19 and 41; the command name in field 2 may hold spaces, so count from
+# the closing parenthesis) and status (sigalrm: 1 if SIGALRM, signal 14,
+# is in the thread's blocked mask SigBlk). Migration threads are the ones
+# named mig_*.
 proc mp_threads {n} {
     set pid [srv [expr {-1 * $n}] pid]
     set found {}
@@ -34,13 +39,18 @@ proc mp_threads {n} {
             set fd [open $task/stat]
             set stat [read $fd]
             close $fd
+            set fd [open $task/status]
+            set status [read $fd]
+            close $fd
         }]} continue
-        if {$comm ne "migration"} continue
+        if {![string match mig_* $comm]} continue
         set rest [string range $stat [expr {[string last ")" $stat] + 2}] end]
+        regexp -line {^SigBlk:\s*([0-9a-f]+)} $status -> blk
+        set alrm [expr {("0x$blk" >> 13) & 1}]
         # rest starts at field 3 (state): field k is element k-3.
-        lappend found [list [lindex $rest 16] [lindex $rest 38]]
+        lappend found [list $comm [lindex $rest 16] [lindex $rest 38] $alrm]
     }
-    return $found
+    return [lsort -index 0 $found]
 }
 
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
@@ -77,9 +87,11 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                 set reply [$rd read]
                 $rd close
                 mg_delay_reset 0
-                assert_equal [list $want] $donor
-                # The recipient has two: the receiving thread and its patcher.
-                assert_equal [list $want $want] $recipient
+                # Each thread has its name and blocks SIGALRM (the
+                # watchdog's signal is the main thread's). The recipient
+                # has two: the receiving thread and its patcher.
+                assert_equal [list [list mig_donor {*}$want 1]] $donor
+                assert_equal [list [list mig_patcher {*}$want 1] [list mig_recipient {*}$want 1]] $recipient
                 mg_assert_reply $reply 100 [llength $keys]
                 mg_assert_moved_and_back $ranges $keys $snap
                 incr round
