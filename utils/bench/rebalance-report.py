@@ -732,6 +732,20 @@ def median(xs):
     return statistics.median(xs) if xs else None
 
 
+def same_note(note):
+    """A note with its "config: name value ..." part in name order (CONFIG
+    GET with a pattern lists in no fixed order), so that the same note of
+    two rounds reads the same."""
+    parts = []
+    for part in (note or "").split("; "):
+        if part.startswith("config: "):
+            w = part[len("config: "):].split()
+            if len(w) % 2 == 0:
+                part = "config: " + " ".join(sorted(" ".join(w[i:i + 2]) for i in range(0, len(w), 2)))
+        parts.append(part)
+    return "; ".join(parts)
+
+
 def rounds_main():
     """RB_OUT/round<k>/results.json (k = 1..RB_ROUNDS) -> RB_OUT/results.json
     (one object per system: medians and every round's values) and
@@ -767,9 +781,13 @@ def rounds_main():
         o["replica_caught_up_s"] = o["replica_caught_up_s_median"]
         o["replicas"] = next((r.get("replicas") for r in rr if r.get("available")), None)
         o["reasons"] = [r.get("reason") for r in rr if not r.get("available")]
-        o["notes"] = [r.get("note") or "" for r in rr]
+        o["notes"] = [same_note(r.get("note")) for r in rr]
         out.append(o)
-    meta = {k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")}
+    meta = {}   # a render again (RB_OUT only) keeps what the run recorded
+    if os.path.exists(os.path.join(OUT, "meta.json")):
+        with open(os.path.join(OUT, "meta.json")) as f:
+            meta = json.load(f)
+    meta.update({k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")})
     meta["out"] = os.path.abspath(OUT)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
