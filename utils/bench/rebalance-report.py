@@ -750,7 +750,13 @@ def rounds_main():
     """RB_OUT/round<k>/results.json (k = 1..RB_ROUNDS) -> RB_OUT/results.json
     (one object per system: medians and every round's values) and
     RB_OUT/report.md (also printed)."""
-    n = int(os.environ.get("RB_ROUNDS", "0"))
+    meta = {}   # a render again (RB_OUT only) keeps what the run recorded
+    if os.path.exists(os.path.join(OUT, "meta.json")):
+        with open(os.path.join(OUT, "meta.json")) as f:
+            meta = json.load(f)
+    meta.update({k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")})
+    systems = meta["systems"].split(",") if meta.get("systems") else SYSTEMS
+    n = int(meta.get("rounds") or 0)
     if not n:
         n = len([x for x in os.listdir(OUT) if re.match(r"round\d+$", x)])
     per = []   # per round: {system: result}
@@ -766,7 +772,7 @@ def rounds_main():
             "mb_moved", "mb_per_s", "tput_drop_pct", "keys_total", "keys_new_node", "keys_new_replica",
             "rebalance_exit", "replicas_in_sync")
     out = []
-    for sysname in SYSTEMS:
+    for sysname in systems:
         rr = [p.get(sysname) or {"available": False, "reason": "not run"} for p in per]
         o = {"system": sysname, "rounds": n,
              "available_rounds": sum(1 for r in rr if r.get("available"))}
@@ -783,11 +789,6 @@ def rounds_main():
         o["reasons"] = [r.get("reason") for r in rr if not r.get("available")]
         o["notes"] = [same_note(r.get("note")) for r in rr]
         out.append(o)
-    meta = {}   # a render again (RB_OUT only) keeps what the run recorded
-    if os.path.exists(os.path.join(OUT, "meta.json")):
-        with open(os.path.join(OUT, "meta.json")) as f:
-            meta = json.load(f)
-    meta.update({k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")})
     meta["out"] = os.path.abspath(OUT)
     with open(os.path.join(OUT, "results.json"), "w") as f:
         json.dump(out, f, indent=1)
@@ -809,7 +810,7 @@ def rounds_main():
     L.append("")
     L.append("- command: `%s`" % meta.get("cmdline", "?"))
     L.append("- date: %s, total %s s; the systems alternate within each round (%s, then again)"
-             % (meta.get("date", "?"), meta.get("elapsed", "?"), ", ".join(SYSTEMS)))
+             % (meta.get("date", "?"), meta.get("elapsed", "?"), ", ".join(systems)))
     L.append("- machine: %s CPUs (%s), %s, %s RAM; pinning: %s" % (
         meta.get("ncpu", "?"), meta.get("cpu", "?"), meta.get("kernel", "?"), meta.get("mem", "?"),
         meta.get("pinning", "?")))
