@@ -9,7 +9,9 @@
 #     drop of -91 %) while still judging the speed and the failed
 #     requests, and met / NOT met with the right figures for a steady
 #     one;
-#   - results.json carries each system's tput_before_cv_pct.
+#   - results.json carries each system's tput_before_cv_pct;
+#   - `rounds` (--rounds N) gives each system's medians and every round's
+#     values, and a "NO" for a round whose replicas did not end in sync.
 #
 # Prints one "[ok]: name" or "[err]: name" line per test; exits non-zero on
 # failure. Needs python3 only (no matplotlib: no plots are drawn then).
@@ -143,6 +145,41 @@ elif grep -q 'throughput drop < 10%: NOT met (30.0 %)' "$out/report.md" &&
     ok "report: a steady before window is judged (drop 30.0 %, p99 2.00x)"
 else
     err "report: a steady before window is judged" "$(grep -A6 '^Goals' "$out/report.md")"
+fi
+
+# rounds: three rounds' results.json as the per-round renders write them
+# (--replicas 1); ours-tcp's third round ended with a replica out of sync.
+out="$work/rounds"
+python3 - "$out" <<'EOF'
+import json, os, sys
+out = sys.argv[1]
+vals = {"valkey-asm": [(6.2, 6.4), (4.4, 4.6), (6.5, 6.9)], "ours-tcp": [(8.8, 9.5), (7.5, 8.2), (7.4, 8.1)]}
+for k in range(3):
+    os.makedirs("%s/round%d" % (out, k + 1))
+    rows = [{"system": s, "available": True, "replicas": 1, "rebalance_s": v[k][0],
+             "replica_caught_up_s": v[k][1], "recipient_main_cpu_s_per_gb": 4.0 + k,
+             "mb_moved": 249.9, "keys_total": 1000, "keys_new_node": 250, "rebalance_exit": 0,
+             "replicas_in_sync": not (s == "ours-tcp" and k == 2), "note": ""}
+            for s, v in vals.items()]
+    json.dump(rows, open("%s/round%d/results.json" % (out, k + 1), "w"))
+json.dump({"systems": "valkey-asm,ours-tcp", "rounds": "3", "records": "1000", "replicas": "1",
+           "load": "none", "cmdline": "utils/bench/rebalance --rounds 3"}, open(out + "/meta.json", "w"))
+EOF
+if ! RB_OUT="$out" python3 "$report" rounds >/dev/null 2>"$out/stderr"; then
+    err "rounds: renders" "$(cat "$out/stderr")"
+else
+    got=$(python3 -c 'import json, sys
+r = {x["system"]: x for x in json.load(open(sys.argv[1]))}
+v, o = r["valkey-asm"], r["ours-tcp"]
+print(v["rebalance_s_median"], v["replica_caught_up_s_median"], o["rebalance_s_median"],
+      o["replica_caught_up_s_median"], o["rebalance_s_rounds"], o["recipient_main_cpu_s_per_gb_median"])' "$out/results.json")
+    if [ "$got" = "6.2 6.4 7.5 8.2 [8.8, 7.5, 7.4] 5.0" ] &&
+       grep -q '^| valkey-asm | 6.20 s | 1.00x | 6.20, 4.40, 6.50 | 6.40 s | 1.00x | 6.40, 4.60, 6.90 | .* | yes, yes, yes |$' "$out/report.md" &&
+       grep -q '^| ours-tcp | 7.50 s | 1.21x | 8.80, 7.50, 7.40 | 8.20 s | 1.28x | .* | yes, yes, NO |$' "$out/report.md"; then
+        ok "rounds: medians, every round's value, a replica out of sync is a NO"
+    else
+        err "rounds: medians, every round's value" "$got" "$(grep '^| ' "$out/report.md")"
+    fi
 fi
 
 exit $failed

@@ -11,6 +11,12 @@ by hand on an output directory:
 
     RB_OUT=build/bench/rebalance utils/bench/rebalance-report.py
 
+With --rounds N > 1 each round is rendered so in RB_OUT/round<k>/, and
+then `rebalance-report.py rounds` (RB_OUT the parent) summarizes the
+rounds' results.json into RB_OUT/results.json and report.md: per system
+the median and every round's value of the rebalance time, the replica
+catch-up time (--replicas 1) and the recipient's main-thread CPU per GB.
+
 Inputs per system, in RB_OUT/<system>/:
   result.json     what the harness saw (availability, keys, exit status)
   marks.jsonl     {"t", "mark"}: measure_start, rebalance_start/end, ...
@@ -41,6 +47,10 @@ Definitions (also written into report.md):
               and 99th percentile (the worst of READ and UPDATE; YCSB's
               status lines give Avg, 90, 99, 99.9, 99.99, no median);
               "worst second" = the highest 1-second p99
+  replica caught up  (--replicas 1) seconds from the rebalance start until
+              the new master's replica held as many keys as the new master
+              (both polled every 0.05 s once the rebalance returned); the
+              "rebalance wall time" is then "rebalance returned"
   MB moved    keys on the new node after the rebalance x --value-size
               (payload bytes, 10^6 B per MB)
   CPU per GB  main-thread CPU seconds (utime + stime of the main thread,
@@ -77,7 +87,7 @@ AFTER = float(os.environ.get("RB_AFTER", "10"))
 STEADY_CV = float(os.environ.get("RB_STEADY_CV", "10"))
 
 # Every object in results.json has these keys (null when not measured).
-REQUIRED = ("system", "available", "rebalance_s", "mb_moved", "mb_per_s", "keys_per_s",
+REQUIRED = ("system", "available", "rebalance_s", "replica_caught_up_s", "mb_moved", "mb_per_s", "keys_per_s",
             "tput_before", "tput_during", "tput_after", "tput_drop_pct", "p99_before_us",
             "p99_during_us", "p99_after_us", "client_errors", "writes_acked", "writes_lost")
 STATUS_RE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d:\d{3}) (\d+) sec: (\d+) operations; "
@@ -365,7 +375,9 @@ def analyse(system):
     sj = jsonl(os.path.join(d, "samples.jsonl"))
     ports = sorted(int(p) for p in sj[0]["nodes"]) if sj else []
     gb = r["mb_moved"] / 1000.0
-    if len(ports) == 4 and gb > 0:
+    # ports: the 4 masters (P..P+3; the last is the recipient), then with
+    # --replicas 1 their replicas (P+4..P+7: P+7 is the new master's)
+    if len(ports) >= 4 and gb > 0:
         donors = [cpu_delta(sj, p, "cpu_main", rs, re_) for p in ports[:3]]
         recip = cpu_delta(sj, ports[3], "cpu_main", rs, re_)
         r["donor_main_cpu_s"] = round(sum(x for x in donors if x is not None), 2)
@@ -377,6 +389,13 @@ def analyse(system):
         r["all_nodes_process_cpu_s_per_gb"] = round(r["all_nodes_process_cpu_s"] / gb, 1)
         r["servers_cpu_before"] = cpu_share(sj, ports, rs - BEFORE, rs)
         r["servers_cpu_during"] = cpu_share(sj, ports, rs, re_)
+        caught = r.get("replica_caught_up_s")
+        if len(ports) == 8 and caught is not None:
+            # the new master's replica, from the rebalance start until it
+            # held every key (main thread: applying the stream)
+            rc = cpu_delta(sj, ports[7], "cpu_main", rs, rs + caught)
+            r["new_replica_main_cpu_s"] = round(rc, 2) if rc is not None else None
+            r["new_replica_main_cpu_s_per_gb"] = round(rc / gb, 1) if rc is not None else None
     r["host_steal_before"] = steal_share(sj, rs - BEFORE, rs)
     r["host_steal_during"] = steal_share(sj, rs, re_)
     r["host_steal_after"] = steal_share(sj, re_, re_ + AFTER)
@@ -457,7 +476,8 @@ def plot(r, path):
             if va is not None and vb is not None and b["t"] > a["t"]:
                 xs.append((a["t"] + b["t"]) / 2 - rs)
                 ys.append(100.0 * (vb - va) / (b["t"] - a["t"]))
-        label = ":%d %s" % (p, "recipient" if i == 3 else "donor")
+        label = ":%d %s" % (p, "recipient" if i == 3 else "donor" if i < 3 else
+                            "replica of :%d" % ports[i - 4] if i - 4 < len(ports) else "replica")
         ax.plot(xs, ys, lw=1, label=label)
     ax.set_ylabel("main thread CPU %")
     ax.set_xlabel("seconds since rebalance start")
@@ -550,9 +570,12 @@ def main():
         client = "workload %s (%s, %s client threads)" % (
             meta.get("workload", "?").upper(), meta.get("load", "?"), meta.get("threads", "?"))
     L.append("- data: %s records x %s B (hashes field0..field9), %s, "
-             "%s s before / %s s after; pinning: %s"
+             "%s s before / %s s after; pinning: %s%s"
              % (format(int(meta.get("records", 0)), ","), meta.get("vsize", "?"), client,
-                meta.get("before", "?"), meta.get("after", "?"), meta.get("pinning", "?")))
+                meta.get("before", "?"), meta.get("after", "?"), meta.get("pinning", "?"),
+                "; one replica per master (--replicas 1)" if meta.get("replicas") == "1" else ""))
+    if meta.get("round") and meta.get("rounds", "1") != "1":
+        L.append("- round %s of %s" % (meta["round"], meta.get("rounds", "?")))
     L.append("")
     cols = [r["system"] for r in rows]
     L.append("| | " + " | ".join(cols) + " |")
@@ -566,8 +589,13 @@ def main():
 
     L.append("| ran | " + " | ".join("yes" if r.get("available") else "not available (below)"
                                       for r in rows) + " |")
-    row("rebalance wall time", lambda r: fmt(r["rebalance_s"], " s", 1)
+    with_replicas = any(r.get("replicas") for r in rows)
+    row("rebalance wall time" + (" (rebalance returned)" if with_replicas else ""),
+        lambda r: fmt(r["rebalance_s"], " s", 1)
         + ("" if r.get("rebalance_exit", 0) == 0 else " (exit %d!)" % r["rebalance_exit"]))
+    if with_replicas:
+        row("replica caught up (new master's replica holds every key; s from the start)",
+            lambda r: fmt(r.get("replica_caught_up_s"), " s", 1))
     row("keys moved", lambda r: fmt(r["keys_moved"]))
     row("MB moved", lambda r: fmt(r["mb_moved"], "", 1))
     row("MB/s", lambda r: fmt(r["mb_per_s"], "", 2))
@@ -586,16 +614,26 @@ def main():
         fmt(r["avg_%s_us" % w]) for w in ("before", "during", "after")))
     row("donor main-thread CPU-s per GB (3 donors)", lambda r: fmt(r.get("donor_main_cpu_s_per_gb"), "", 1))
     row("recipient main-thread CPU-s per GB", lambda r: fmt(r.get("recipient_main_cpu_s_per_gb"), "", 1))
-    row("all 4 processes' CPU-s per GB (every thread)",
+    row("recipient main-thread CPU-s during the rebalance", lambda r: fmt(r.get("recipient_main_cpu_s"), "", 2))
+    if with_replicas:
+        row("new master's replica: main-thread CPU-s per GB (start to caught up)",
+            lambda r: fmt(r.get("new_replica_main_cpu_s_per_gb"), "", 1))
+    procs = "all 8 processes, replicas included" if with_replicas else "all 4 processes"
+    row("%s: CPU-s per GB (every thread)" % procs,
         lambda r: fmt(r.get("all_nodes_process_cpu_s_per_gb"), "", 1))
-    row("servers' CPU use before / during (CPU-s per s, all 4 processes)",
+    row("servers' CPU use before / during (CPU-s per s, %s)" % procs,
         lambda r: fmt(r.get("servers_cpu_before"), "", 2) + " / " + fmt(r.get("servers_cpu_during"), "", 2))
     row("host CPU stolen by other guests before / during / after (CPU-s per s)",
         lambda r: " / ".join(fmt(r.get("host_steal_" + w), "", 2) for w in ("before", "during", "after")))
     row("client errors (failed ops)", lambda r: fmt(r["client_errors"]))
     row("writes acked / lost", lambda r: "-" if r.get("writes_acked") is None
         else "%s / %s" % (fmt(r["writes_acked"]), fmt(r["writes_lost"])))
-    row("keys after (all nodes)", lambda r: fmt(r["keys_total"]))
+    row("keys after (the 4 masters)", lambda r: fmt(r["keys_total"]))
+    if with_replicas:
+        row("new master / its replica: keys after", lambda r: fmt(r.get("keys_new_node")) + " / "
+            + fmt(r.get("keys_new_replica")))
+        row("every replica holds its master's keys after", lambda r: {True: "yes", False: "NO"}.get(
+            r.get("replicas_in_sync"), "-"))
     L.append("")
     for r in rows:
         if not r.get("available"):
@@ -689,7 +727,148 @@ def main():
     sys.stdout.write(text)
 
 
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def same_note(note):
+    """A note with its "config: name value ..." part in name order (CONFIG
+    GET with a pattern lists in no fixed order), so that the same note of
+    two rounds reads the same."""
+    parts = []
+    for part in (note or "").split("; "):
+        if part.startswith("config: "):
+            w = part[len("config: "):].split()
+            if len(w) % 2 == 0:
+                part = "config: " + " ".join(sorted(" ".join(w[i:i + 2]) for i in range(0, len(w), 2)))
+        parts.append(part)
+    return "; ".join(parts)
+
+
+def rounds_main():
+    """RB_OUT/round<k>/results.json (k = 1..RB_ROUNDS) -> RB_OUT/results.json
+    (one object per system: medians and every round's values) and
+    RB_OUT/report.md (also printed)."""
+    meta = {}   # a render again (RB_OUT only) keeps what the run recorded
+    if os.path.exists(os.path.join(OUT, "meta.json")):
+        with open(os.path.join(OUT, "meta.json")) as f:
+            meta = json.load(f)
+    meta.update({k[3:].lower(): v for k, v in os.environ.items() if k.startswith("RB_")})
+    systems = meta["systems"].split(",") if meta.get("systems") else SYSTEMS
+    n = int(meta.get("rounds") or 0)
+    if not n:
+        n = len([x for x in os.listdir(OUT) if re.match(r"round\d+$", x)])
+    per = []   # per round: {system: result}
+    for k in range(1, n + 1):
+        path = os.path.join(OUT, "round%d" % k, "results.json")
+        rs = []
+        if os.path.exists(path):
+            with open(path) as f:
+                rs = json.load(f)
+        per.append({r["system"]: r for r in rs})
+    keys = ("rebalance_s", "replica_caught_up_s", "recipient_main_cpu_s", "recipient_main_cpu_s_per_gb",
+            "donor_main_cpu_s_per_gb", "new_replica_main_cpu_s_per_gb", "all_nodes_process_cpu_s_per_gb",
+            "mb_moved", "mb_per_s", "tput_drop_pct", "keys_total", "keys_new_node", "keys_new_replica",
+            "rebalance_exit", "replicas_in_sync")
+    out = []
+    for sysname in systems:
+        rr = [p.get(sysname) or {"available": False, "reason": "not run"} for p in per]
+        o = {"system": sysname, "rounds": n,
+             "available_rounds": sum(1 for r in rr if r.get("available"))}
+        o["available"] = o["available_rounds"] > 0
+        for k in keys:
+            vals = [r.get(k) if r.get("available") else None for r in rr]
+            o[k + "_rounds"] = vals
+            if k not in ("keys_total", "keys_new_node", "keys_new_replica", "rebalance_exit",
+                         "replicas_in_sync"):
+                o[k + "_median"] = median(vals)
+        o["rebalance_s"] = o["rebalance_s_median"]
+        o["replica_caught_up_s"] = o["replica_caught_up_s_median"]
+        o["replicas"] = next((r.get("replicas") for r in rr if r.get("available")), None)
+        o["reasons"] = [r.get("reason") for r in rr if not r.get("available")]
+        o["notes"] = [same_note(r.get("note")) for r in rr]
+        out.append(o)
+    meta["out"] = os.path.abspath(OUT)
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(out, f, indent=1)
+    with open(os.path.join(OUT, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+
+    def vals(o, k, suffix="", digits=1):
+        return ", ".join(fmt(v, suffix, digits) for v in o[k + "_rounds"])
+
+    avail = [o for o in out if o["available"]]
+    best = min((o["rebalance_s_median"] for o in avail if o["rebalance_s_median"]), default=None)
+    bestc = min((o["replica_caught_up_s_median"] for o in avail if o["replica_caught_up_s_median"]),
+                default=None)
+    with_replicas = any(o.get("replicas") for o in avail)
+    L = []
+    L.append("# Rebalance benchmark: 3 -> 4 masters, %d rounds%s%s" % (
+        n, ", one replica per master" if with_replicas else "",
+        " (no client load)" if meta.get("load") == "none" else " under client load"))
+    L.append("")
+    L.append("- command: `%s`" % meta.get("cmdline", "?"))
+    L.append("- date: %s, total %s s; the systems alternate within each round (%s, then again)"
+             % (meta.get("date", "?"), meta.get("elapsed", "?"), ", ".join(systems)))
+    L.append("- machine: %s CPUs (%s), %s, %s RAM; pinning: %s" % (
+        meta.get("ncpu", "?"), meta.get("cpu", "?"), meta.get("kernel", "?"), meta.get("mem", "?"),
+        meta.get("pinning", "?")))
+    L.append("- data: %s records x %s B; each round's full report: round1/report.md .. round%d/report.md"
+             % (format(int(meta.get("records", 0)), ","), meta.get("vsize", "?"), n))
+    L.append("")
+    hdr = ["system", "rebalance returned: median", "x fastest median", "rounds"]
+    if with_replicas:
+        hdr += ["replica caught up: median", "x fastest median", "rounds"]
+    hdr += ["recipient main-thread CPU-s per GB: median (rounds)", "MB moved (median)",
+            "keys after = records, exit 0" + (", replicas in sync" if with_replicas else "")]
+    L.append("| " + " | ".join(hdr) + " |")
+    L.append("|" + "---|" * len(hdr))
+    records = int(meta.get("records", 0) or 0)
+    for o in out:
+        if not o["available"]:
+            L.append("| %s | not available: %s |" % (o["system"], "; ".join(x or "?" for x in o["reasons"])))
+            continue
+        m = o["rebalance_s_median"]
+        cells = [o["system"], fmt(m, " s", 2), fmt(m / best if m and best else None, "x", 2),
+                 vals(o, "rebalance_s", "", 2)]
+        if with_replicas:
+            c = o["replica_caught_up_s_median"]
+            cells += [fmt(c, " s", 2), fmt(c / bestc if c and bestc else None, "x", 2),
+                      vals(o, "replica_caught_up_s", "", 2)]
+        cells.append("%s (%s)" % (fmt(o["recipient_main_cpu_s_per_gb_median"], "", 1),
+                                  vals(o, "recipient_main_cpu_s_per_gb", "", 1)))
+        cells.append(fmt(o["mb_moved_median"], "", 1))
+        ok = []
+        for i in range(n):
+            good = (o["keys_total_rounds"][i] == records and o["rebalance_exit_rounds"][i] == 0
+                    and (not with_replicas or o["replicas_in_sync_rounds"][i] is True))
+            ok.append("yes" if good else ("-" if o["keys_total_rounds"][i] is None else "NO"))
+        cells.append(", ".join(ok))
+        L.append("| " + " | ".join(cells) + " |")
+    L.append("")
+    L.append("Times in seconds from the rebalance start; \"rounds\" lists round 1, 2, ... in order; "
+             "x fastest median = this system's median / the lowest median of the row's column. "
+             "A round that did not run a system shows -.")
+    for o in out:   # each distinct note once, with the rounds it came from
+        seen = {}
+        for i, note in enumerate(o["notes"]):
+            if note:
+                seen.setdefault(note, []).append(str(i + 1))
+        for note, which in seen.items():
+            L.append("")
+            L.append("- %s, round%s %s: %s" % (o["system"], "s" if len(which) > 1 else "",
+                                               ", ".join(which), note))
+    text = "\n".join(L) + "\n"
+    with open(os.path.join(OUT, "report.md"), "w") as f:
+        f.write(text)
+    sys.stdout.write(text)
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 5 and sys.argv[1] == "steady":
         sys.exit(steady_main(sys.argv[2:]))
+    if len(sys.argv) == 2 and sys.argv[1] == "rounds":
+        rounds_main()
+        sys.exit(0)
     main()
