@@ -35,8 +35,12 @@
  *                                               recipient thread checks
  *                                               the checksums, adopts,
  *                                               checks, patches (and, with
- *                                               replicas or AOF, serializes
- *                                               RESTORE payloads); the main
+ *                                               replicas or AOF, keeps the
+ *                                               blocks' images for one
+ *                                               RDMASLOTADOPT per slot, or
+ *                                               serializes RESTORE payloads
+ *                                               for replicas without capa
+ *                                               rdma-slot-adopt); the main
  *                                               thread links keys in slices;
  *                                               then the deferred reply
  *     freeze again; RDMAREPLAY argc args... ---> the recorded writes, applied
@@ -442,6 +446,93 @@ void rdmaSlotDropCommand(client *c) {
      * after a promotion. */
     if (c->flags & CLIENT_MASTER) migSlotDropApplied(c->read_reploff);
     addReplyLongLong(c, deleted);
+}
+
+/* RDMASLOTADOPT <slot> <nkeys> <manifest> <nblocks>
+ *               [<donor-address> <size> <checksum> <ranges> <bytes>]...:
+ * adopt one slot's keys from the blocks a migration's donor sent (images,
+ * blkBlockImage), as the recipient did: what a recipient sends its
+ * replicas and AOF for each imported slot instead of a RESTORE per key
+ * (migsession.c, "Adopting slots on replicas and AOF"). Like RDMASLOTDROP,
+ * only a master's stream and the AOF may send it: clients are refused.
+ * Everything is checked (blkAdoptImages: the descriptions, the checksums,
+ * then the recipient's checks of every record and pointer) before a key
+ * is linked: a damaged or lying command gets an error and leaves nothing
+ * behind. No ownership check, as for RDMASLOTDROP. Replies the number of
+ * keys adopted. */
+void rdmaSlotAdoptCommand(client *c) {
+    long long slot, nkeys, nblocks;
+    unsigned long long manifest;
+    const char *aerr = NULL;
+    sds err = NULL;
+
+    if (!mustObeyClient(c)) {
+        addReplyError(c, "RDMASLOTADOPT is internal: a slot migration's recipient "
+                         "sends it to its replicas and AOF; to add keys, use RESTORE");
+        return;
+    }
+    if (!server.cluster_enabled) {
+        addReplyError(c, "RDMASLOTADOPT needs cluster mode (this node has "
+                         "cluster support disabled)");
+        return;
+    }
+    if (c->db->id != 0) {
+        addReplyError(c, "RDMASLOTADOPT: slots live in database 0 (cluster mode)");
+        return;
+    }
+    for (int j = 1; j < c->argc; j++) {
+        if (!sdsEncodedObject(c->argv[j])) {
+            addReplyErrorFormat(c, "RDMASLOTADOPT: argument %d is not a string", j);
+            return;
+        }
+    }
+    if (getLongLongFromObject(c->argv[1], &slot) != C_OK || slot < 0 || slot >= CLUSTER_SLOTS ||
+        getLongLongFromObject(c->argv[2], &nkeys) != C_OK || nkeys < 1 ||
+        !string2ull(c->argv[3]->ptr, &manifest) ||
+        getLongLongFromObject(c->argv[4], &nblocks) != C_OK || nblocks < 1 ||
+        nblocks > (c->argc - 5) / 5 || c->argc != 5 + 5 * nblocks) {
+        addReplyError(c, "RDMASLOTADOPT: bad slot, key count, manifest address or "
+                         "block count, or not 5 arguments per block");
+        return;
+    }
+    blkBlockImage *imgs = zcalloc(sizeof(*imgs) * nblocks);
+    for (long long b = 0; b < nblocks; b++) {
+        robj **a = c->argv + 5 + 5 * b;
+        unsigned long long donor, size, sum;
+        if (!string2ull(a[0]->ptr, &donor) || !string2ull(a[1]->ptr, &size) ||
+            !string2ull(a[2]->ptr, &sum)) {
+            addReplyErrorFormat(c, "RDMASLOTADOPT: block %lld: bad address, size or "
+                                "checksum", b);
+            zfree(imgs);
+            return;
+        }
+        imgs[b].donor = donor;
+        imgs[b].size = size;
+        imgs[b].sum = sum;
+        imgs[b].ranges = a[3]->ptr;    /* Read only: the arguments' own. */
+        imgs[b].bytes = a[4]->ptr;
+    }
+    if (slotCompactStart(&aerr) == C_ERR) {
+        addReplyErrorFormat(c, "RDMASLOTADOPT: this node can't adopt slot blocks: %s", aerr);
+        zfree(imgs);
+        return;
+    }
+    long long linked = blkAdoptImages((int)slot, (size_t)nkeys, manifest, imgs,
+                                      (size_t)nblocks, &err);
+    zfree(imgs);
+    if (linked == -1) {
+        /* Logged by upstream too (a master's or the AOF's command that
+         * fails here: afterErrorReply). */
+        addReplyErrorFormat(c, "RDMASLOTADOPT: slot %lld: %s; nothing of it was adopted",
+                            slot, err);
+        sdsfree(err);
+        return;
+    }
+    /* As RDMASLOTDROP: the replica's own AOF takes the command (the links
+     * counted as changes), and its position is remembered for its
+     * replicas' PSYNC after a promotion. */
+    if (c->flags & CLIENT_MASTER) migSlotAdoptApplied(c->read_reploff);
+    addReplyLongLong(c, linked);
 }
 
 /* CLIENT UNBLOCK of a migration's caller: it stops waiting, the migration

@@ -22,6 +22,7 @@ void rdmaReplayCommand(struct client *c);
 void rdmaHandoverCommand(struct client *c);
 void rdmaResolveCommand(struct client *c);
 void rdmaSlotDropCommand(struct client *c);
+void rdmaSlotAdoptCommand(struct client *c);
 
 /* blocked.c: a client blocked by a migration command is being unblocked
  * (disconnected, CLIENT UNBLOCK...): forget it, the migration goes on. */
@@ -44,7 +45,8 @@ void migrationDropStaleCopies(void);
 int migrationImportsSlot(int slot);
 
 /* replication.c: whether a replica may PSYNC from psync_offset (one that
- * does not understand RDMASLOTDROP may not over one in the backlog). */
+ * does not understand RDMASLOTDROP or RDMASLOTADOPT may not over one in
+ * the backlog). */
 int migrationPsyncAllowed(struct client *c, long long psync_offset);
 
 /* server.c, shouldPropagate() and propagateNow(): a donor records the

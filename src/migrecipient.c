@@ -96,6 +96,19 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
             return -1;
         }
     }
+    /* For RDMASLOTADOPT: the images as sent, before adoption and the
+     * patch rewrite them (blkBlockImageTake says why these). */
+    if (s->r.keep_images) {
+        ms->images = zcalloc(sizeof(blkBlockImage) * (ms->nblocks ? ms->nblocks : 1));
+        ms->nimages = ms->nblocks;
+        for (size_t b = 0; b < ms->nblocks; b++) {
+            if (blkBlockImageTake(&ms->blocks[b], &ms->images[b]) == -1) {
+                snprintf(err, XFER_ERR_LEN, "slot %d: block %zu was rejected (bad "
+                         "allocator metadata)", ms->slot, b);
+                return -1;
+            }
+        }
+    }
     for (size_t b = 0; b < ms->nblocks; b++) {
         if (blkAdoptBlock(ms->slot, ms->blocks[b].local) == -1) {
             snprintf(err, XFER_ERR_LEN, "slot %d: block %zu was rejected (bad allocator "
@@ -387,11 +400,18 @@ static void *migRecipientThread(void *arg) {
         goto out;
     }
 
-    /* RDMADONE: whether replicas and AOF want RESTOREs is known now. */
+    /* RDMADONE: whether replicas and AOF want RESTOREs is known now.
+     * Those that take RDMASLOTADOPT get the slots' images instead (a slot
+     * whose images were not kept goes as RESTOREs). */
     if (!migWaitFor(s, &s->r.done_requested)) { migFailAborted(s); goto out; }
-    for (int i = 0; i < s->nmig && s->r.propagate; i++) {
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        blkSerializeAdopted(&s->slots[i].keys);
+        if (s->r.adopt && ms->images) continue;
+        blkBlockImagesFree(ms->images, ms->nimages);
+        ms->images = NULL;
+        ms->nimages = 0;
+        if (s->r.propagate) blkSerializeAdopted(&ms->keys);
     }
     pthread_mutex_lock(&s->lock);
     s->r.patched = 1;
@@ -562,6 +582,60 @@ static void migRecipientReplyError(migSession *s, client **cp) {
     unblockClient(c);
 }
 
+/* Whether what this node links must reach replicas or the AOF now: AOF
+ * on, or a master with replicas or a backlog (one may PSYNC later). */
+static int migRecipientMustPropagate(void) {
+    return server.aof_state != AOF_OFF ||
+        (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
+}
+
+/* Before each batch of a slot's keys is linked (main thread): make sure
+ * the replicas and AOF hear of every key linked from here on.
+ *  - A replica (or the AOF) may have started after RDMADONE decided there
+ *    was no one to tell: its full sync (or rewrite) snapshots the keys
+ *    linked so far, and the keys linked after the fork must then follow
+ *    it. From then on this session propagates (logged once).
+ *  - At the slot's first key: with its images kept and every replica
+ *    attached now able to take it, as one RDMASLOTADOPT (migsession.c,
+ *    "Adopting slots on replicas and AOF"), and the caller then links the
+ *    whole slot in this event loop iteration, so that no fork sees half of
+ *    it.
+ *  - Otherwise the keys go as RESTOREs as they are linked: their payloads
+ *    were made by the recipient thread, unless no replica needed them then
+ *    or one without the capability came after RDMADONE; then the payloads
+ *    of the keys not linked yet are made here (a DUMP per key on the main
+ *    thread, logged once per session). */
+static void migRecipientBeforeLink(migSession *s, migSlot *ms) {
+    if (ms->adopt_sent || ms->keys.linked == ms->keys.nkeys) goto done;
+    if (!s->r.propagate && migRecipientMustPropagate()) {
+        s->r.propagate = 1;
+        serverLog(LL_NOTICE, "Slot migration: a replica or the AOF started "
+                  "during the import: the keys not linked yet go to them too");
+    }
+    if (!s->r.propagate) goto done;
+    if (ms->keys.linked == 0 && ms->images && migSlotAdoptUsable()) {
+        int prev = migPropagateBegin();
+        migPropagateSlotAdopt(ms->slot, ms->nkeys, ms->manifest_addr,
+                              ms->images, ms->nimages);
+        migPropagateEnd(prev);
+        ms->adopt_sent = 1;
+    } else if (ms->keys.payloads == NULL) {
+        if (!s->r.late_payloads) {
+            serverLog(LL_NOTICE, "Slot migration: replicas or the AOF that "
+                      "the import did not prepare for (one attached during it, "
+                      "or does not take RDMASLOTADOPT): slot %d's keys and "
+                      "those of later slots like it go as RESTOREs, serialized "
+                      "by the main thread", ms->slot);
+            s->r.late_payloads = 1;
+        }
+        blkSerializeAdopted(&ms->keys);
+    }
+done:
+    blkBlockImagesFree(ms->images, ms->nimages);
+    ms->images = NULL;
+    ms->nimages = 0;
+}
+
 /* One call of the timer for a recipient session. Returns 1 if it linked
  * keys (more may follow at once). */
 int migRecipientTick(migSession *s) {
@@ -639,7 +713,10 @@ int migRecipientTick(migSession *s) {
         latencyStartMonitor(lat);
         while (s->r.link_cursor < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->r.link_cursor];
-            if (blkLinkAdopted(&ms->keys, MIG_LINK_BATCH) == 0) s->r.link_cursor++;
+            migRecipientBeforeLink(s, ms);
+            /* A slot sent as RDMASLOTADOPT is linked whole, now. */
+            size_t batch = ms->adopt_sent ? SIZE_MAX : MIG_LINK_BATCH;
+            if (blkLinkAdopted(&ms->keys, batch) == 0) s->r.link_cursor++;
         }
         latencyEndMonitor(lat);
         latencyAddSampleIfNeeded("migration-link-slice", lat);
@@ -967,6 +1044,7 @@ void rdmaRegisterCommand(client *c) {
         }
     }
     s->bytes_total = (long long)total;
+    s->r.keep_images = migSlotAdoptUsable() && migRecipientMustPropagate();
     s->r.reg_client = c;
     migRecipientTo(s, MIG_R_RECEIVING);
     pthread_mutex_lock(&s->lock);
@@ -1003,8 +1081,8 @@ void rdmaDoneCommand(client *c) {
                          "import (INITRDMASERVER)");
         return;
     }
-    s->r.propagate = server.aof_state != AOF_OFF ||
-        (server.masterhost == NULL && (server.repl_backlog || listLength(server.slaves)));
+    s->r.propagate = migRecipientMustPropagate();
+    s->r.adopt = s->r.propagate && migSlotAdoptUsable();
     /* From here on the adopted keys may reach this node's AOF, an RDB
      * or a replica before the slots are ours: nodes.conf says so first. */
     if (migRememberImporting(s->bitmap) == -1) {

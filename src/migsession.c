@@ -310,6 +310,7 @@ void migEndSession(migSession *s, int last) {
     }
     for (int i = 0; i < s->nmig; i++) {
         zfree(s->slots[i].blocks);
+        blkBlockImagesFree(s->slots[i].images, s->slots[i].nimages);
         if (s->slots[i].has_keys) blkAdoptedFree(&s->slots[i].keys);
     }
     zfree(s->slots);
@@ -633,16 +634,110 @@ void migSlotDropApplied(long long reploff) {
     if (reploff > migSlotDropEnd) migSlotDropEnd = reploff;
 }
 
+/* ================== Adopting slots on replicas and AOF ==================== */
+
+/* The recipient's counterpart (docs/DESIGN.md, "Replicas, AOF and
+ * failures"): each imported slot reaches its replicas and AOF as one
+ * RDMASLOTADOPT <slot> <nkeys> <manifest> <nblocks> followed, per block,
+ * by <donor-address> <size> <checksum> <ranges> <bytes>: the blocks as
+ * the donor sent them (blkBlockImage), on which the replica runs the
+ * recipient's checked adopt path (blkAdoptImages), rather than a RESTORE
+ * per key (a DUMP per key on the recipient, a RESTORE per key on the
+ * replica). The recipient sends it when the slot's link begins and then
+ * links the slot's keys in one go, within that event loop iteration
+ * (migrecipient.c): the command sits where the slot's RESTOREs would have
+ * been, before the replayed writes, and no fork for a replica's full
+ * resync, no expiry or eviction (whose DELs must follow the key's
+ * arrival) can see the slot half linked. A rollback deletes the linked
+ * keys with DELs as before: a slot is linked whole or not at all.
+ *
+ * Negotiated like RDMASLOTDROP: "REPLCONF capa rdma-slot-adopt"
+ * (SLAVE_CAPA_SLOT_ADOPT, patch 0037). The recipient keeps the images
+ * only if every replica attached at RDMAREGISTER has it, makes no RESTORE
+ * payloads only if every replica at RDMADONE has it, and sends the
+ * command for a slot only if every replica attached when the slot's link
+ * begins has it; otherwise that slot goes as RESTOREs (serialized on the
+ * main thread if a replica without it came in between: rare, and
+ * logged). A replica without it that PSYNCs over one in the backlog gets
+ * a full resync (migrationPsyncAllowed). The AOF takes it whenever the
+ * replicas do, and replays it through the same path at load. */
+
+/* Where the last RDMASLOTADOPT ended in the replication stream. */
+static long long migSlotAdoptEnd = 0;
+
+/* Whether every replica attached now understands RDMASLOTADOPT. */
+int migSlotAdoptUsable(void) {
+    listIter li;
+    listNode *ln;
+
+    listRewind(server.slaves, &li);
+    while ((ln = listNext(&li)) != NULL) {
+        client *slave = listNodeValue(ln);
+        if (!(slave->slave_capa & SLAVE_CAPA_SLOT_ADOPT)) return 0;
+    }
+    return 1;
+}
+
+/* Send RDMASLOTADOPT for one imported slot to the replicas and AOF.
+ * Between migPropagateBegin() and migPropagateEnd(). The images' bytes
+ * are taken (their sds are NULL after it; blkBlockImagesFree still frees
+ * the array). */
+void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
+                           blkBlockImage *imgs, size_t n) {
+    int argc = 5 + 5 * (int)n, j = 0;
+    robj **argv = zmalloc(sizeof(robj *) * argc);
+
+    argv[j++] = createStringObject("RDMASLOTADOPT", 13);
+    argv[j++] = createStringObjectFromLongLong(slot);
+    argv[j++] = createStringObjectFromLongLong((long long)nkeys);
+    argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                                      (unsigned long long)manifest));
+    argv[j++] = createStringObjectFromLongLong((long long)n);
+    for (size_t b = 0; b < n; b++) {
+        argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                 (unsigned long long)imgs[b].donor));
+        argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                 (unsigned long long)imgs[b].size));
+        argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                 (unsigned long long)imgs[b].sum));
+        /* Taken, not copied: the replication and AOF buffers copy them. */
+        argv[j++] = createObject(OBJ_STRING, imgs[b].ranges);
+        argv[j++] = createObject(OBJ_STRING, imgs[b].bytes);
+        imgs[b].ranges = imgs[b].bytes = NULL;
+    }
+    alsoPropagate(0, argv, argc, PROPAGATE_AOF | PROPAGATE_REPL);
+    propagatePendingCommands();
+    migSlotAdoptEnd = server.master_repl_offset;
+    for (j = 0; j < argc; j++) decrRefCount(argv[j]);
+    zfree(argv);
+}
+
+/* A replica applied an RDMASLOTADOPT of its master's stream ending at
+ * reploff: remember it for its own replicas' PSYNC after a promotion. */
+void migSlotAdoptApplied(long long reploff) {
+    if (reploff > migSlotAdoptEnd) migSlotAdoptEnd = reploff;
+}
+
 /* replication.c, masterTryPartialResynchronization(): a replica that does
- * not understand RDMASLOTDROP may continue from psync_offset only if the
- * backlog from there holds none. Else it gets a full resync (logged). */
+ * not understand RDMASLOTDROP (RDMASLOTADOPT) may continue from
+ * psync_offset only if the backlog from there holds none. Else it gets a
+ * full resync (logged). */
 int migrationPsyncAllowed(client *c, long long psync_offset) {
-    if (c->slave_capa & SLAVE_CAPA_SLOT_DROP || psync_offset >= migSlotDropEnd) return 1;
-    serverLog(LL_NOTICE, "Partial resynchronization not accepted: replica %s "
-              "does not understand RDMASLOTDROP (REPLCONF capa rdma-slot-drop), "
-              "which the backlog from its offset %lld holds (up to %lld)",
-              replicationGetSlaveName(c), psync_offset, migSlotDropEnd);
-    return 0;
+    if (!(c->slave_capa & SLAVE_CAPA_SLOT_DROP) && psync_offset < migSlotDropEnd) {
+        serverLog(LL_NOTICE, "Partial resynchronization not accepted: replica %s "
+                  "does not understand RDMASLOTDROP (REPLCONF capa rdma-slot-drop), "
+                  "which the backlog from its offset %lld holds (up to %lld)",
+                  replicationGetSlaveName(c), psync_offset, migSlotDropEnd);
+        return 0;
+    }
+    if (!(c->slave_capa & SLAVE_CAPA_SLOT_ADOPT) && psync_offset < migSlotAdoptEnd) {
+        serverLog(LL_NOTICE, "Partial resynchronization not accepted: replica %s "
+                  "does not understand RDMASLOTADOPT (REPLCONF capa rdma-slot-adopt), "
+                  "which the backlog from its offset %lld holds (up to %lld)",
+                  replicationGetSlaveName(c), psync_offset, migSlotAdoptEnd);
+        return 0;
+    }
+    return 1;
 }
 
 /* ============================= Recorded writes ============================ */

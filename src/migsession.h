@@ -134,6 +134,13 @@ typedef struct migSlot {
     int has_keys;
     size_t blocks_left;             /* Recipient thread: blocks of the slot
                                      * not yet whole (TCP reports them). */
+    /* Recipient, with replicas or AOF that take RDMASLOTADOPT: the blocks
+     * as the donor sent them (blkBlockImageTake, before the patch), until
+     * the slot's link begins; adopt_sent: the slot went to them as one
+     * RDMASLOTADOPT (its keys are then linked in one go). */
+    blkBlockImage *images;
+    size_t nimages;
+    int adopt_sent;
     /* Donor, delete: every key lies in the slot's blocks (no DUMP record
      * in its manifest), so keys are unlinked without freeing anything and
      * the blocks go wholesale. unlinked: 1 the delete began, 2 it removed
@@ -224,7 +231,15 @@ typedef struct migRecipientState {
     xferBlockDesc *reg_desc;
     client *reg_client;
     int done_requested, patched;    /* RDMADONE handed to the thread. */
-    int propagate;                  /* Serialize RESTOREs for replicas/AOF. */
+    int propagate;                  /* Tell replicas/AOF about the keys. */
+    int keep_images;                /* RDMAREGISTER: every replica took
+                                     * RDMASLOTADOPT then: the patcher keeps
+                                     * the images (migSlot.images). */
+    int adopt;                      /* RDMADONE: propagate, and every replica
+                                     * takes RDMASLOTADOPT: no RESTORE
+                                     * payloads are made. */
+    int late_payloads;              /* The main thread made RESTORE payloads
+                                     * (logged once). */
     client *done_client;
     int link_cursor;
     int rstate;                     /* MIG_R_*: see migRecipientTo. */
@@ -427,6 +442,13 @@ void migPropagateSlotDrop(const unsigned char *bitmap);
  * command), and where the last one applied ended in the master's stream. */
 long long migDropSlots(const unsigned char *bitmap, int lazy);
 void migSlotDropApplied(long long reploff);
+/* RDMASLOTADOPT for an imported slot instead of its keys' RESTOREs, if
+ * every replica attached understands it; where the last one applied on a
+ * replica ended in its master's stream. */
+int migSlotAdoptUsable(void);
+void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
+                           blkBlockImage *imgs, size_t n);
+void migSlotAdoptApplied(long long reploff);
 migSlot *migSlotEntry(migSession *s, int slot);
 int migLazyfreeBarrierPassed(migSession *s, int purge);
 void migUnpinAll(migSession *s);

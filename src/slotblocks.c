@@ -919,13 +919,16 @@ int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
     return C_OK;
 }
 
-/* Serialize every adopted key as a DUMP payload (a->payloads), for the
- * RESTORE commands that tell this node's replicas and AOF about the keys
- * (blkLinkAdopted). Reads only the adopted objects, which nothing else sees
- * until they are linked: meant for the migration's background thread. */
+/* Serialize every adopted key not linked yet as a DUMP payload
+ * (a->payloads), for the RESTORE commands that tell this node's replicas
+ * and AOF about the keys (blkLinkAdopted). Reads only the adopted objects,
+ * which nothing else sees until they are linked: meant for the migration's
+ * background thread (the main thread calls it when replicas came late). */
 void blkSerializeAdopted(blkAdopted *a) {
     a->payloads = zcalloc(sizeof(sds) * (a->nkeys ? a->nkeys : 1));
-    for (size_t i = 0; i < a->nkeys; i++) {
+    /* Keys linked already are in the keyspace: whoever needs them got them
+     * another way (a replica that attached mid-link, in its full sync). */
+    for (size_t i = a->linked; i < a->nkeys; i++) {
         robj keyobj;
         rio payload;
 
@@ -1044,6 +1047,195 @@ void blkAdoptedFree(blkAdopted *a) {
     for (size_t i = 0; i < a->nowned; i++) zfree(a->owned[i]);
     zfree(a->owned);
     memset(a, 0, sizeof(*a));
+}
+
+/* ================= Block images for replicas and AOF ====================== */
+
+/* Copy what the donor shipped of a received block (its used ranges, as
+ * its own metadata lists them) before the block is adopted and patched:
+ * the recipient's replicas and AOF are sent these bytes (RDMASLOTADOPT),
+ * and run on them the checks and the patch the recipient ran. Why the
+ * pre-patch image rather than the blocks after the patch: the patch
+ * rewrites them in place and its sweep frees the manifest and the DUMP
+ * payloads, so the patched blocks no longer describe their keys; after
+ * the link, writes may change them too. The donor's image, with the
+ * donor's addresses, is what the adopt path checks already. Runs on the
+ * recipient's patcher thread (reads only the block). 0, or -1 if the
+ * block is not a well formed image. */
+int blkBlockImageTake(const blkMap *m, blkBlockImage *img) {
+    slotAllocRangeInfo stack[64], *r = stack;
+    size_t n = slotAllocImageUsedRanges(m->local, m->size, r, 64), total = 0;
+
+    memset(img, 0, sizeof(*img));
+    if (n == 0) return -1;
+    if (n > 64) {
+        r = zmalloc(sizeof(*r) * n);
+        slotAllocImageUsedRanges(m->local, m->size, r, n);
+    }
+    for (size_t i = 0; i < n; i++) total += r[i].len;
+    img->donor = m->donor;
+    img->size = m->size;
+    img->sum = m->sum;
+    img->ranges = sdsnewlen(SDS_NOINIT, n * 2 * sizeof(uint64_t));
+    img->bytes = sdsnewlen(SDS_NOINIT, total);
+    uint64_t *pairs = (uint64_t *)img->ranges;
+    char *dst = img->bytes;
+    for (size_t i = 0; i < n; i++) {
+        pairs[2 * i] = r[i].offset;
+        pairs[2 * i + 1] = r[i].len;
+        memcpy(dst, m->local + r[i].offset, r[i].len);
+        dst += r[i].len;
+    }
+    if (r != stack) zfree(r);
+    return 0;
+}
+
+void blkBlockImagesFree(blkBlockImage *imgs, size_t n) {
+    if (imgs == NULL) return;
+    for (size_t i = 0; i < n; i++) {
+        sdsfree(imgs[i].ranges);
+        sdsfree(imgs[i].bytes);
+    }
+    zfree(imgs);
+}
+
+/* Let go of the blocks of a failed blkAdoptImages(): an adopted block's
+ * live allocations are freed one by one (which releases it once empty:
+ * no key of it was linked), a block still detached is released. */
+static void blkDiscardBlocks(blkMap *map, size_t n, size_t adopted) {
+    size_t cap = 1024, k;
+    void **allocs = zmalloc(cap * sizeof(void *));
+
+    for (size_t b = 0; b < n; b++) {
+        if (b >= adopted) {
+            slotAllocReleaseBlock(map[b].local);
+            continue;
+        }
+        while ((k = slotAllocBlockAllocs(map[b].local, allocs, cap)) > cap) {
+            cap = k;
+            allocs = zrealloc(allocs, cap * sizeof(void *));
+        }
+        for (size_t i = 0; i < k; i++) zfree(allocs[i]);
+    }
+    zfree(allocs);
+}
+
+/* Check one image's description before anything is reserved for it. */
+static int blkImageValid(const blkBlockImage *img, sds *err, size_t b) {
+    size_t nr = sdslen(img->ranges) / (2 * sizeof(uint64_t)), total = 0, end = 0;
+    uint64_t pair[2];
+
+    if (img->size == 0 || img->size % SLOTALLOC_UNIT_SIZE || img->size > (1ULL << 40) ||
+        img->donor % SLOTALLOC_UNIT_SIZE || img->donor + img->size < img->donor) {
+        *err = sdscatprintf(sdsempty(), "block %zu: bad address or size (multiples "
+                            "of %d)", b, SLOTALLOC_UNIT_SIZE);
+        return 0;
+    }
+    if (nr == 0 || sdslen(img->ranges) % (2 * sizeof(uint64_t))) {
+        *err = sdscatprintf(sdsempty(), "block %zu: bad list of ranges", b);
+        return 0;
+    }
+    for (size_t i = 0; i < nr; i++) {
+        memcpy(pair, img->ranges + i * sizeof(pair), sizeof(pair));
+        if (pair[0] < end || pair[1] == 0 || pair[1] > img->size ||
+            pair[0] > img->size - pair[1]) {
+            *err = sdscatprintf(sdsempty(), "block %zu: range %zu out of order or "
+                                "outside the block", b, i);
+            return 0;
+        }
+        end = pair[0] + pair[1];
+        total += pair[1];
+    }
+    if (total != sdslen(img->bytes)) {
+        *err = sdscatprintf(sdsempty(), "block %zu: %zu bytes for ranges of %zu",
+                            b, sdslen(img->bytes), total);
+        return 0;
+    }
+    return 1;
+}
+
+/* RDMASLOTADOPT's work (a replica of the recipient, or the recipient's
+ * AOF at load): the second half of the migration's data path, as DEBUG
+ * SLOTREPLANT runs it, on the images the recipient received: fresh
+ * detached blocks filled with the images, their checksums checked (the
+ * stream or the AOF may have been damaged), adopted, every record and
+ * pointer checked and patched (blkPatchSlot: a lying stream gets an error,
+ * never a crash), the keys linked (a key of the slot already here is
+ * replaced, as on the recipient), the garbage swept. With slot-affinity
+ * yes, values that came as DUMP payloads are relocated into the blocks
+ * later; with no, the evacuation takes the slot back to the heap as on
+ * the recipient. Main thread. */
+long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
+                         const blkBlockImage *imgs, size_t n, sds *err) {
+    blkMap *map;
+    size_t *sizes, adopted = 0;
+    void **addrs;
+    blkAdopted a;
+    long long linked = -1;
+
+    *err = NULL;
+    if (n == 0) {
+        *err = sdsnew("no blocks");
+        return -1;
+    }
+    for (size_t b = 0; b < n; b++)
+        if (!blkImageValid(&imgs[b], err, b)) return -1;
+    map = zcalloc(sizeof(*map) * n);
+    sizes = zmalloc(sizeof(size_t) * n);
+    addrs = zmalloc(sizeof(void *) * n);
+    for (size_t b = 0; b < n; b++) sizes[b] = imgs[b].size;
+    if (slotAllocReserveBlocks(slot, n, sizes, addrs) == -1) {
+        *err = sdscatprintf(sdsempty(), "cannot reserve %zu blocks: %s", n, strerror(errno));
+        goto done;
+    }
+    for (size_t b = 0; b < n; b++) {
+        map[b].donor = imgs[b].donor;
+        map[b].size = imgs[b].size;
+        map[b].local = addrs[b];
+        map[b].sum = imgs[b].sum;
+    }
+    for (size_t b = 0; b < n; b++) {
+        const char *src = imgs[b].bytes;
+        size_t nr = sdslen(imgs[b].ranges) / (2 * sizeof(uint64_t));
+        uint64_t pair[2], sum = 0;
+        for (size_t i = 0; i < nr; i++) {
+            memcpy(pair, imgs[b].ranges + i * sizeof(pair), sizeof(pair));
+            memcpy((char *)addrs[b] + pair[0], src, pair[1]);
+            src += pair[1];
+        }
+        int bad = blkImageSum(addrs[b], imgs[b].size, &sum) == -1;
+        if (bad || sum != imgs[b].sum) {
+            *err = sdscatprintf(sdsempty(), "block %zu: %s", b, bad ? "bad allocator "
+                "metadata" : "checksum mismatch (its bytes changed on the way)");
+            blkDiscardBlocks(map, n, 0);
+            goto done;
+        }
+    }
+    for (; adopted < n; adopted++) {
+        if (blkAdoptBlock(slot, map[adopted].local) == -1) {
+            *err = sdscatprintf(sdsempty(), "block %zu was rejected (bad allocator "
+                                "metadata)", adopted);
+            blkDiscardBlocks(map, n, adopted);
+            goto done;
+        }
+    }
+    if (blkPatchSlot(slot, map, n, manifest, nkeys, &a, err) == C_ERR) {
+        /* The values loaded from payloads first, then the blocks. */
+        blkAdoptedFree(&a);
+        blkDiscardBlocks(map, n, n);
+        goto done;
+    }
+    dict *kd = server.db[0].dict;
+    dictExpand(kd, dictSize(kd) + (unsigned long)a.nkeys);
+    linked = (long long)blkLinkAdopted(&a, SIZE_MAX);
+    blkSweepGarbage(&a, map, n);
+    if (a.keys_serialized && slotCompactEnabled()) slotCompactRequest(slot);
+    blkAdoptedFree(&a);
+done:
+    zfree(map);
+    zfree(sizes);
+    zfree(addrs);
+    return linked;
 }
 
 /* ============================ DEBUG SLOTREPLANT =========================== */

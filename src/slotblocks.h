@@ -124,6 +124,26 @@ size_t blkLinkAdopted(blkAdopted *a, size_t max);
 size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap);
 void blkAdoptedFree(blkAdopted *a);
 
+/* A received block as the donor sent it, kept by the recipient for its
+ * replicas and AOF (RDMASLOTADOPT): the used ranges of the image (pairs
+ * of native uint64 offset and length) and their bytes, in order; donor,
+ * size and sum as in blkMap. blkBlockImageTake() copies them from a
+ * received block before it is adopted (adoption and the patch rewrite
+ * it); blkAdoptImages() is the replica's (or the AOF load's) side: it
+ * rebuilds the blocks from the images and runs the recipient's checked
+ * adopt path on them, links the keys and sweeps. It returns the number of
+ * keys linked, or -1 with *err set and nothing of the slot adopted. */
+typedef struct blkBlockImage {
+    uint64_t donor, size, sum;
+    sds ranges;
+    sds bytes;
+} blkBlockImage;
+
+int blkBlockImageTake(const blkMap *m, blkBlockImage *img);
+void blkBlockImagesFree(blkBlockImage *imgs, size_t n);
+long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
+                         const blkBlockImage *imgs, size_t n, sds *err);
+
 /* DEBUG SLOTREPLANT <slot>: the whole path inside one process (test). */
 void blkReplantDebugCommand(struct client *c);
 

@@ -1,0 +1,420 @@
+# RDMAMIGRATESLOTS (src/migrecipient.c, migRecipientLinkBegins; src/
+# migsession.c, "Adopting slots on replicas and AOF"): the recipient's
+# replicas and AOF adopt each imported slot's blocks with one RDMASLOTADOPT,
+# not a RESTORE per key.
+#
+# Node 2 replicates node 0, node 3 node 1; node 1 (the recipient) has its
+# AOF on. After a migration the recipient's replica holds every moved key
+# as its master does (per key: type, encoding, value digest, DUMP, TTL; and
+# the database digest), having run no RESTORE and one RDMASLOTADOPT per
+# non-empty slot, as many as the recipient's AOF holds; with slot-affinity
+# no its blocks are evacuated to the heap afterwards, as the recipient's.
+# Writes replayed during the migration follow the adoptions. The recipient
+# restarted from its AOF holds every key, and so after an AOF rewrite
+# (which writes no RDMASLOTADOPT). A replica that did not announce "REPLCONF
+# capa rdma-slot-adopt" (a raw SYNC, as an older build's) makes the
+# recipient send RESTOREs again, and its replica still ends equal; such a
+# replica gets no partial resync over an RDMASLOTADOPT in the backlog. A
+# migration rolled back after the link leaves the replica without the
+# keys, as its master. Clients and scripts calling RDMASLOTADOPT get an
+# error and nothing changes.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+# Calls of command cmd on node n (INFO commandstats; 0 if never called).
+proc ad_calls {n cmd} {
+    if {[regexp "cmdstat_$cmd:calls=(\[0-9\]+)" [R $n info commandstats] -> calls]} {
+        return $calls
+    }
+    return 0
+}
+
+# How many times command name is in node n's AOF increments.
+proc ad_aof_count {n name} {
+    set dir [lindex [R $n config get dir] 1]
+    set adir [lindex [R $n config get appenddirname] 1]
+    set pat "\$[string length $name]\r\n$name\r\n"
+    set count 0
+    foreach f [glob -nocomplain $dir/$adir/*.incr.aof] {
+        set fd [open $f rb]
+        set data [read $fd]
+        close $fd
+        set pos 0
+        while {[set i [string first $pat $data $pos]] >= 0} {
+            incr count
+            set pos [expr {$i + 1}]
+        }
+    }
+    return $count
+}
+
+# The number of slots of ranges holding keys on node n.
+proc ad_nonempty_slots {n ranges} {
+    set count 0
+    foreach s [mg_expand $ranges] {
+        if {[R $n cluster countkeysinslot $s] > 0} { incr count }
+    }
+    return $count
+}
+
+# Node n (a replica, READONLY) holds every key of the snapshot as it was.
+proc ad_assert_replica_keys {n snap} {
+    R $n readonly
+    mg_assert_keys $n $snap
+}
+
+# A raw SYNC to node n (as attach_to_replication_stream does to node 0): a
+# replica that announced no capability. Close it with
+# close_replication_stream.
+proc ad_attach_stream {n} {
+    R $n config set repl-ping-replica-period 3600
+    set s [socket [srv -$n host] [srv -$n port]]
+    fconfigure $s -translation binary
+    puts -nonewline $s "SYNC\r\n"
+    flush $s
+    while 1 {
+        set count [gets $s]
+        if {[string range $count 0 0] ne {}} break
+    }
+    if {[string range $count 0 0] ne {$}} { error "SYNC to node $n: '$count'" }
+    set count [string range $count 1 end]
+    while {$count} {
+        set buf [read $s $count]
+        set count [expr {$count - [string length $buf]}]
+    }
+    return $s
+}
+
+# Restarts node n, waits until it has loaded its AOF and the cluster
+# agrees again.
+proc ad_restart {n} {
+    restart_server -$n true false
+    wait_for_condition 300 100 {
+        [s -$n loading] eq 0
+    } else {
+        fail "node $n did not finish loading"
+    }
+    mg_fast_clients
+    mg_wait_converged
+}
+
+# With slot-affinity no, node n's blocks go back to the heap (as the
+# recipient's: the evacuation); with yes, they are sound.
+proc ad_assert_blocks_settle {n} {
+    if {[lindex [R $n config get slot-affinity] 1] eq {no}} {
+        wait_for_condition 200 100 {
+            [mg_slotalloc $n slotalloc_used_bytes] == 0
+        } else {
+            fail "node $n kept keys in blocks: [R $n info slotalloc]"
+        }
+    } else {
+        mg_assert_slotalloc_sound $n
+    }
+}
+
+start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+    set F {100-399 1000-1199}
+    set Fset [mg_slotset $F]
+    mg_fast_clients
+    wait_for_condition 100 100 {
+        [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
+    } else {
+        fail "replicas not in sync"
+    }
+    mg_appendonly 1 yes
+
+    test {RDMASLOTADOPT: the recipient's replica adopts each moved slot with one command, no RESTORE} {
+        set fkeys [mg_fill 0 f 600 $Fset]
+        lappend fkeys {*}[mg_fill_big 0 f [mg_slotset 1000] 20000]
+        mg_fill 0 k 100 [mg_slotset 2000-8191]
+        mg_fill 1 r 100 [mg_slotset 8192-16383]
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set snap [mg_snapshot 0 $fkeys]
+        set nslots [ad_nonempty_slots 0 $F]
+        set restore [ad_calls 3 restore]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        set aof [ad_aof_count 1 RDMASLOTADOPT]
+        set aof_restore [ad_aof_count 1 RESTORE]
+        set reply [mg_migrate 0 1 $F]
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_keys 1 $snap
+        mg_assert_replicas_equal
+        ad_assert_replica_keys 3 $snap
+        mg_assert_counts 3 [mg_expected_counts $F $fkeys]
+        assert_equal $restore [ad_calls 3 restore]
+        assert_equal [expr {$adopt + $nslots}] [ad_calls 3 rdmaslotadopt]
+        assert_equal [expr {$aof + $nslots}] [ad_aof_count 1 RDMASLOTADOPT]
+        assert_equal $aof_restore [ad_aof_count 1 RESTORE]
+        ad_assert_blocks_settle 1
+        ad_assert_blocks_settle 3
+        mg_cluster_check 0
+    }
+
+    test {RDMASLOTADOPT: the recipient restarted from its AOF holds every key, and so after an AOF rewrite} {
+        set digest [R 1 debug digest]
+        set size [R 1 dbsize]
+        ad_restart 1
+        assert_equal $size [R 1 dbsize]
+        assert_equal $digest [R 1 debug digest]
+        mg_assert_keys 1 $snap
+        R 1 bgrewriteaof
+        waitForBgrewriteaof [Rn 1]
+        assert_equal 0 [ad_aof_count 1 RDMASLOTADOPT]
+        ad_restart 1
+        assert_equal $digest [R 1 debug digest]
+        wait_for_condition 100 100 {
+            [s -3 master_link_status] eq {up}
+        } else {
+            fail "node 3 did not reconnect to node 1"
+        }
+        mg_wait_converged
+        mg_assert_replicas_equal
+        # Back to node 0, for the next tests.
+        mg_migrate 1 0 $F
+        mg_wait_converged
+        mg_assert_keys 0 $snap
+    }
+
+    test {RDMASLOTADOPT: writes replayed during the migration follow the adoptions on the replica} {
+        set W {3000-3999}
+        set Wset [mg_slotset $W]
+        set fill [mg_fill_for_writes 0 w $Wset]
+        dict with fill {}
+        set newkeys [mg_names w:new 30 $Wset]
+        set doomed [lrange $keys 0 9]
+        set written [lrange $keys 10 99]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set restore [ad_calls 3 restore]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        set nslots [ad_nonempty_slots 0 $W]
+        mg_delay 0 patch 4000
+        set rd [mg_migrate_deferred 0 1 $W]
+        mg_wait_phase 0 patch
+        set w [mg_write_mixed 0 $keys $written $newkeys $doomed $short w $tag]
+        set present [dict get $w present]
+        set wsnap [mg_snapshot 0 $present]
+        set reply [mg_deferred_reply $rd 0]
+        mg_delay_reset 0
+        assert {[dict get $reply writes_replayed] > 0}
+        mg_assert_keys 1 $wsnap
+        mg_assert_absent 1 [dict get $w gone]
+        mg_assert_replicas_equal
+        ad_assert_replica_keys 3 $wsnap
+        mg_assert_absent 3 [dict get $w gone]
+        assert_equal $restore [ad_calls 3 restore]
+        assert_equal [expr {$adopt + $nslots}] [ad_calls 3 rdmaslotadopt]
+        # The recipient's AOF: every key back.
+        set digest [R 1 debug digest]
+        ad_restart 1
+        assert_equal $digest [R 1 debug digest]
+        wait_for_condition 100 100 {
+            [s -3 master_link_status] eq {up}
+        } else {
+            fail "node 3 did not reconnect to node 1"
+        }
+        mg_wait_converged
+        mg_assert_replicas_equal
+        mg_migrate 1 0 $W
+        mg_wait_converged
+    }
+
+    test {RDMASLOTADOPT: a replica without the capability (a raw SYNC) gets RESTOREs, and the real replica ends equal} {
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set restore [ad_calls 3 restore]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        set nkeys [llength [mg_keys_in $fkeys $Fset]]
+        set repl [ad_attach_stream 1]
+        set reply [mg_migrate 0 1 $F]
+        mg_assert_reply $reply [llength [mg_expand $F]] $nkeys
+        mg_assert_keys 1 $snap
+        mg_assert_replicas_equal
+        ad_assert_replica_keys 3 $snap
+        assert_equal [expr {$restore + $nkeys}] [ad_calls 3 restore]
+        assert_equal $adopt [ad_calls 3 rdmaslotadopt]
+        close_replication_stream $repl
+        R 1 config set repl-ping-replica-period 10
+        mg_wait_converged
+        mg_migrate 1 0 $F
+        mg_wait_converged
+    }
+
+    # Held after RDMADONE (every key linked, the slots sent to node 3 as
+    # RDMASLOTADOPTs), then cancelled: the recipient's rollback deletes the
+    # keys with a DEL each, and its replica ends as it: without them.
+    test {RDMASLOTADOPT: a migration rolled back after the link leaves the recipient's replica without the keys} {
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        set size1 [R 1 dbsize]
+        set rd [mg_start_held $F handover 3000]
+        assert {[R 1 dbsize] > $size1}
+        assert_equal OK [R 0 rdmamigrateslots cancel]
+        mg_held_error $rd {migration failed in handover.*cancel}
+        mg_wait_idle 1
+        mg_assert_owner 0 $F
+        assert_equal $size1 [R 1 dbsize]
+        mg_assert_replicas_equal
+        assert_equal $size1 [R 3 dbsize]
+        assert {[ad_calls 3 rdmaslotadopt] > $adopt}
+        mg_assert_absent 3 $fkeys
+        mg_assert_keys 0 $snap
+    }
+
+    # One more migration puts RDMASLOTADOPTs in node 1's backlog, after
+    # $ofs1: a PSYNC from before it without the capability gets a full
+    # resync; with it, or from after it, the replica continues.
+    test {RDMASLOTADOPT: no partial resync over it in the backlog for a replica without capa rdma-slot-adopt} {
+        # Room for the migration's RDMASLOTADOPTs in the backlog.
+        R 1 config set repl-backlog-size 200mb
+        set ofs1 [s -1 master_repl_offset]
+        set replid1 [s -1 master_replid]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        mg_migrate 0 1 $F
+        mg_assert_replicas_equal
+        assert {[ad_calls 3 rdmaslotadopt] > $adopt}
+        set now [s -1 master_repl_offset]
+        foreach {capa from want} [list {eof psync2 rdma-slot-drop} [expr {$ofs1 + 1}] FULLRESYNC \
+                                      {eof psync2 rdma-slot-drop rdma-slot-adopt} [expr {$ofs1 + 1}] CONTINUE \
+                                      {eof psync2 rdma-slot-drop} [expr {$now + 1}] CONTINUE] {
+            set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
+            $rr replconf listening-port 1
+            set argv {}
+            foreach c $capa { lappend argv capa $c }
+            $rr replconf {*}$argv
+            $rr write "PSYNC $replid1 $from\r\n"
+            $rr flush
+            set line [$rr read]
+            $rr close
+            assert_match "$want*" $line
+        }
+        assert_equal 1 [count_log_message -1 "does not understand RDMASLOTADOPT"]
+        mg_wait_converged
+    }
+
+    test {RDMASLOTADOPT from a client or a script is refused, nothing changes} {
+        # Node 1 holds the keys of F now.
+        set k [lindex $fkeys 0]
+        foreach n {1 3} { set before($n) [R $n debug digest] }
+        foreach args {{100 1 0 1 0 65536 0 x y} {5000 1 0 1 0 65536 0 x y} {x y z w a b c d e}} {
+            assert_error {*RDMASLOTADOPT is internal*} {R 1 rdmaslotadopt {*}$args}
+        }
+        assert_error {*wrong number of arguments*} {R 1 rdmaslotadopt 100 1 0 1}
+        assert_error {*not allowed from script*} {R 1 eval {return redis.call('rdmaslotadopt','100','1','0','1','0','65536','0','x','y')} 0}
+        assert_error {*} {R 3 rdmaslotadopt 100 1 0 1 0 65536 0 x y}
+        R 1 multi
+        R 1 rdmaslotadopt 100 1 0 1 0 65536 0 x y
+        assert_error {*RDMASLOTADOPT is internal*} {R 1 exec}
+        foreach n {1 3} { assert_equal $before($n) [R $n debug digest] }
+        assert_equal 1 [R 1 exists $k]
+    }
+}
+
+# --- a damaged RDMASLOTADOPT (the AOF here) --------------------------------
+
+# The commands of a RESP file (an AOF increment), each a list of arguments.
+proc ad_resp_parse {data} {
+    set cmds {}
+    set p 0
+    set end [string length $data]
+    while {$p < $end} {
+        set e [string first "\r\n" $data $p]
+        if {[string index $data $p] ne "*"} { error "RESP: no array at $p" }
+        set argc [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+        set p [expr {$e + 2}]
+        set args {}
+        for {set a 0} {$a < $argc} {incr a} {
+            set e [string first "\r\n" $data $p]
+            set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+            lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
+            set p [expr {$e + 4 + $len}]
+        }
+        lappend cmds $args
+    }
+    return $cmds
+}
+
+proc ad_resp_write {cmds} {
+    set out {}
+    foreach args $cmds {
+        append out "*[llength $args]\r\n"
+        foreach a $args { append out "\$[string length $a]\r\n$a\r\n" }
+    }
+    return $out
+}
+
+# Node 1, with its AOF on and no replica, imports F: its AOF gets one
+# RDMASLOTADOPT per slot. Four of them are damaged on disk, each another
+# way (a byte of a block image, the manifest's address, the key count, the
+# list of ranges), and the AOF loaded again (DEBUG LOADAOF; with
+# propagation-error-behavior ignore, the default): the node stays up, logs
+# each refusal, holds no key of those four slots and every key of
+# the others.
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+    set F {100-199}
+    set Fset [mg_slotset $F]
+    mg_fast_clients
+    mg_appendonly 1 yes
+
+    test {RDMASLOTADOPT: a damaged command (in the AOF) is refused, the node stays up, nothing of its slot is adopted} {
+        set fkeys [mg_fill 0 f 400 $Fset]
+        mg_fill 1 r 50 [mg_slotset 8192-16383]
+        mg_migrate 0 1 $F
+        mg_wait_converged
+        set counts [mg_expected_counts $F $fkeys]
+        mg_assert_counts 1 $counts
+        set dir [lindex [R 1 config get dir] 1]
+        set adir [lindex [R 1 config get appenddirname] 1]
+        set files [glob $dir/$adir/*.incr.aof]
+        assert_equal 1 [llength $files]
+        set f [lindex $files 0]
+        set fd [open $f rb]
+        set cmds [ad_resp_parse [read $fd]]
+        close $fd
+        set damaged {}
+        set i 0
+        set out {}
+        foreach args $cmds {
+            if {[string toupper [lindex $args 0]] eq {RDMASLOTADOPT} && $i < 4} {
+                lappend damaged [lindex $args 1]
+                switch $i {
+                    0 {
+                        # A byte of the first block's image (its last:
+                        # values, not allocator metadata, which is checked
+                        # before the sum).
+                        set b [lindex $args 9]
+                        set pos [expr {[string length $b] - 1}]
+                        binary scan [string index $b $pos] c v
+                        set b [string replace $b $pos $pos [binary format c [expr {$v ^ 0x5a}]]]
+                        lset args 9 $b
+                    }
+                    1 { lset args 3 [expr {[lindex $args 3] + 64}] }
+                    2 { lset args 2 [expr {[lindex $args 2] + 1}] }
+                    3 {
+                        set r [lindex $args 8]
+                        lset args 8 [string range $r 0 end-16]
+                    }
+                }
+                incr i
+            }
+            lappend out $args
+        }
+        assert_equal 4 [llength $damaged]
+        set fd [open $f wb]
+        puts -nonewline $fd [ad_resp_write $out]
+        close $fd
+        # The default (the test suite panics on any error of a master's or
+        # the AOF's command, to catch bugs).
+        R 1 config set propagation-error-behavior ignore
+        R 1 debug loadaof
+        assert_equal PONG [R 1 ping]
+        foreach s $damaged {
+            assert_equal 0 [R 1 cluster countkeysinslot $s]
+            dict set counts $s 0
+        }
+        mg_assert_counts 1 $counts
+        assert_equal 4 [count_log_message -1 "RDMASLOTADOPT: slot .*nothing of it was adopted"]
+        assert_equal 1 [count_log_message -1 "checksum mismatch\\|bad allocator metadata"]
+        assert_equal 2 [count_log_message -1 "bad manifest"]
+        mg_assert_slotalloc_sound 1
+    }
+}
