@@ -713,10 +713,16 @@ int migRecipientTick(migSession *s) {
         latencyStartMonitor(lat);
         while (s->r.link_cursor < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->r.link_cursor];
+            /* Test hook: migration-test-delay-link ms between two slots. */
+            if (s->r.link_resume_ms > mstime()) break;
             migRecipientBeforeLink(s, ms);
             /* A slot sent as RDMASLOTADOPT is linked whole, now. */
             size_t batch = ms->adopt_sent ? SIZE_MAX : MIG_LINK_BATCH;
-            if (blkLinkAdopted(&ms->keys, batch) == 0) s->r.link_cursor++;
+            if (blkLinkAdopted(&ms->keys, batch) == 0) {
+                s->r.link_cursor++;
+                if (server.migration_test_delay_link)
+                    s->r.link_resume_ms = mstime() + server.migration_test_delay_link;
+            }
         }
         latencyEndMonitor(lat);
         latencyAddSampleIfNeeded("migration-link-slice", lat);

@@ -242,6 +242,7 @@ typedef struct migRecipientState {
                                      * (logged once). */
     client *done_client;
     int link_cursor;
+    long long link_resume_ms;       /* migration-test-delay-link. */
     int rstate;                     /* MIG_R_*: see migRecipientTo. */
     int rb_stage;                   /* See migRecipientRollbackSlice. */
     long long rb_dropped;

@@ -1,4 +1,4 @@
-# RDMAMIGRATESLOTS (src/migrecipient.c, migRecipientLinkBegins; src/
+# RDMAMIGRATESLOTS (src/migrecipient.c, migRecipientBeforeLink; src/
 # migsession.c, "Adopting slots on replicas and AOF"): the recipient's
 # replicas and AOF adopt each imported slot's blocks with one RDMASLOTADOPT,
 # not a RESTORE per key.
@@ -416,5 +416,46 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal 1 [count_log_message -1 "checksum mismatch\\|bad allocator metadata"]
         assert_equal 2 [count_log_message -1 "bad manifest"]
         mg_assert_slotalloc_sound 1
+    }
+}
+
+# Node 1 imports F with no replica, no backlog and no AOF, so RDMADONE
+# finds no one to tell about the keys; its link waits 500 ms between slots
+# (migration-test-delay-link), and meanwhile node 2 becomes its replica: a
+# full sync snapshots the slots linked so far, and every key linked after
+# the fork must follow it down the stream. The new replica ends with every
+# moved key and its master's digest.
+start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
+    set F {100-107}
+    set Fset [mg_slotset $F]
+    mg_fast_clients
+
+    test {RDMASLOTADOPT: a replica that attaches while the recipient links gets the keys linked after its full sync} {
+        set fkeys [mg_fill 0 f 160 $Fset]
+        mg_fill 1 r 50 [mg_slotset 8192-16383]
+        mg_wait_converged
+        assert_equal no [lindex [R 1 config get appendonly] 1]
+        assert_equal 0 [s -1 connected_slaves]
+        set snap [mg_snapshot 0 $fkeys]
+        # The full sync forks at once, in the middle of the link.
+        R 1 config set repl-diskless-sync-delay 0
+        R 1 config set migration-test-delay-link 500
+        set rd [mg_migrate_deferred 0 1 $F]
+        mg_wait_phase 1 link
+        R 2 cluster replicate [R 1 cluster myid]
+        set reply [$rd read]
+        $rd close
+        R 1 config set migration-test-delay-link 0
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        wait_for_condition 100 100 {
+            [s -2 master_link_status] eq {up}
+        } else {
+            fail "node 2 never synced with node 1"
+        }
+        wait_for_ofs_sync [Rn 1] [Rn 2]
+        assert_equal [R 1 dbsize] [R 2 dbsize]
+        assert_equal [R 1 debug digest] [R 2 debug digest]
+        ad_assert_replica_keys 2 $snap
+        verify_log_message -1 "*a replica or the AOF started during the import*" 0
     }
 }
