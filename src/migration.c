@@ -402,6 +402,30 @@ void migrationClientUnblocked(client *c) {
     if (s->r.done_client == c) s->r.done_client = NULL;
 }
 
+/* The checks both commands of a migration's replication stream make
+ * (RDMASLOTDROP, RDMASLOTADOPT): only a master's stream and the AOF may send
+ * them, in cluster mode, to database 0. Replies the error and returns 0
+ * otherwise; 'role' says who sends the command, 'instead' what a client
+ * should use. */
+static int migStreamCommandAllowed(client *c, const char *name, const char *role,
+                                   const char *instead) {
+    if (!mustObeyClient(c)) {
+        addReplyErrorFormat(c, "%s is internal: a slot migration's %s sends it "
+                            "to its replicas and AOF; %s", name, role, instead);
+        return 0;
+    }
+    if (!server.cluster_enabled) {
+        addReplyErrorFormat(c, "%s needs cluster mode (this node has cluster "
+                            "support disabled)", name);
+        return 0;
+    }
+    if (c->db->id != 0) {
+        addReplyErrorFormat(c, "%s: slots live in database 0 (cluster mode)", name);
+        return 0;
+    }
+    return 1;
+}
+
 /* RDMASLOTDROP <SYNC|ASYNC> <slot|start-end>...: delete every key of the
  * slots, ASYNC freeing values on the lazyfree thread as UNLINK does. Only
  * a master (to its replicas) and the AOF send it: a client could drop
@@ -415,16 +439,8 @@ void rdmaSlotDropCommand(client *c) {
     long long deleted;
     int count, lazy;
 
-    if (!mustObeyClient(c)) {
-        addReplyError(c, "RDMASLOTDROP is internal: a slot migration's donor "
-                         "sends it to its replicas and AOF; to delete keys, use DEL or UNLINK");
+    if (!migStreamCommandAllowed(c, "RDMASLOTDROP", "donor", "to delete keys, use DEL or UNLINK"))
         return;
-    }
-    if (!server.cluster_enabled) {
-        addReplyError(c, "RDMASLOTDROP needs cluster mode (this node has "
-                         "cluster support disabled)");
-        return;
-    }
     if (!strcasecmp(c->argv[1]->ptr, "sync")) {
         lazy = 0;
     } else if (!strcasecmp(c->argv[1]->ptr, "async")) {
@@ -432,10 +448,6 @@ void rdmaSlotDropCommand(client *c) {
     } else {
         addReplyErrorFormat(c, "RDMASLOTDROP: invalid mode '%.64s': use SYNC or ASYNC",
                             (char *)c->argv[1]->ptr);
-        return;
-    }
-    if (c->db->id != 0) {
-        addReplyError(c, "RDMASLOTDROP: slots live in database 0 (cluster mode)");
         return;
     }
     if (clusterParseSlotRanges(c, 2, c->argc, bitmap, &count) == C_ERR) return;
@@ -466,20 +478,8 @@ void rdmaSlotAdoptCommand(client *c) {
     const char *aerr = NULL;
     sds err = NULL;
 
-    if (!mustObeyClient(c)) {
-        addReplyError(c, "RDMASLOTADOPT is internal: a slot migration's recipient "
-                         "sends it to its replicas and AOF; to add keys, use RESTORE");
+    if (!migStreamCommandAllowed(c, "RDMASLOTADOPT", "recipient", "to add keys, use RESTORE"))
         return;
-    }
-    if (!server.cluster_enabled) {
-        addReplyError(c, "RDMASLOTADOPT needs cluster mode (this node has "
-                         "cluster support disabled)");
-        return;
-    }
-    if (c->db->id != 0) {
-        addReplyError(c, "RDMASLOTADOPT: slots live in database 0 (cluster mode)");
-        return;
-    }
     for (int j = 1; j < c->argc; j++) {
         if (!sdsEncodedObject(c->argv[j])) {
             addReplyErrorFormat(c, "RDMASLOTADOPT: argument %d is not a string", j);

@@ -569,17 +569,23 @@ void migReleaseBulkSlot(int slot) {
  * since this process started; before that, the backlog held none of it). */
 static long long migSlotDropEnd = 0;
 
-/* Whether every replica attached now understands RDMASLOTDROP. */
-int migSlotDropUsable(void) {
+/* Whether every replica attached now announced capability capa
+ * (SLAVE_CAPA_*). */
+static int migReplicasHaveCapa(int capa) {
     listIter li;
     listNode *ln;
 
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li)) != NULL) {
         client *slave = listNodeValue(ln);
-        if (!(slave->slave_capa & SLAVE_CAPA_SLOT_DROP)) return 0;
+        if (!(slave->slave_capa & capa)) return 0;
     }
     return 1;
+}
+
+/* Whether every replica attached now understands RDMASLOTDROP. */
+int migSlotDropUsable(void) {
+    return migReplicasHaveCapa(SLAVE_CAPA_SLOT_DROP);
 }
 
 /* Send RDMASLOTDROP for the slots of bitmap (if any) to the replicas and
@@ -667,15 +673,7 @@ static long long migSlotAdoptEnd = 0;
 
 /* Whether every replica attached now understands RDMASLOTADOPT. */
 int migSlotAdoptUsable(void) {
-    listIter li;
-    listNode *ln;
-
-    listRewind(server.slaves, &li);
-    while ((ln = listNext(&li)) != NULL) {
-        client *slave = listNodeValue(ln);
-        if (!(slave->slave_capa & SLAVE_CAPA_SLOT_ADOPT)) return 0;
-    }
-    return 1;
+    return migReplicasHaveCapa(SLAVE_CAPA_SLOT_ADOPT);
 }
 
 /* Send RDMASLOTADOPT for one imported slot to the replicas and AOF.
@@ -723,18 +721,23 @@ void migSlotAdoptApplied(long long reploff) {
  * psync_offset only if the backlog from there holds none. Else it gets a
  * full resync (logged). */
 int migrationPsyncAllowed(client *c, long long psync_offset) {
-    if (!(c->slave_capa & SLAVE_CAPA_SLOT_DROP) && psync_offset < migSlotDropEnd) {
+    static const struct {
+        int capa;
+        const char *cmd, *capa_name;
+        long long *end;
+    } stream_cmds[] = {
+        {SLAVE_CAPA_SLOT_DROP, "RDMASLOTDROP", "rdma-slot-drop", &migSlotDropEnd},
+        {SLAVE_CAPA_SLOT_ADOPT, "RDMASLOTADOPT", "rdma-slot-adopt", &migSlotAdoptEnd},
+    };
+
+    for (size_t i = 0; i < sizeof(stream_cmds) / sizeof(stream_cmds[0]); i++) {
+        if (c->slave_capa & stream_cmds[i].capa || psync_offset >= *stream_cmds[i].end)
+            continue;
         serverLog(LL_NOTICE, "Partial resynchronization not accepted: replica %s "
-                  "does not understand RDMASLOTDROP (REPLCONF capa rdma-slot-drop), "
-                  "which the backlog from its offset %lld holds (up to %lld)",
-                  replicationGetSlaveName(c), psync_offset, migSlotDropEnd);
-        return 0;
-    }
-    if (!(c->slave_capa & SLAVE_CAPA_SLOT_ADOPT) && psync_offset < migSlotAdoptEnd) {
-        serverLog(LL_NOTICE, "Partial resynchronization not accepted: replica %s "
-                  "does not understand RDMASLOTADOPT (REPLCONF capa rdma-slot-adopt), "
-                  "which the backlog from its offset %lld holds (up to %lld)",
-                  replicationGetSlaveName(c), psync_offset, migSlotAdoptEnd);
+                  "does not understand %s (REPLCONF capa %s), which the backlog "
+                  "from its offset %lld holds (up to %lld)",
+                  replicationGetSlaveName(c), stream_cmds[i].cmd,
+                  stream_cmds[i].capa_name, psync_offset, *stream_cmds[i].end);
         return 0;
     }
     return 1;

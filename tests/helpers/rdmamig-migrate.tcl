@@ -691,6 +691,15 @@ set ::mg_reencodings {hashtable {hashtable listpack intset} skiplist {skiplist l
 # On a cluster of two masters with a replica each (node 2 replicates node
 # 0, node 3 node 1): once the replicas caught up, each holds exactly what
 # its master holds.
+# Nodes 2 and 3 (replicas of 0 and 1) are linked to their masters.
+proc mg_wait_replicas_up {} {
+    wait_for_condition 100 100 {
+        [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
+    } else {
+        fail "replicas not in sync"
+    }
+}
+
 proc mg_assert_replicas_equal {} {
     wait_for_ofs_sync [Rn 0] [Rn 2]
     wait_for_ofs_sync [Rn 1] [Rn 3]

@@ -98,6 +98,20 @@ proc ad_restart {n} {
     mg_wait_converged
 }
 
+# Node 1 restarted from its AOF has the digest it had, and its replica
+# (node 3) catches up with it again.
+proc ad_restart_recipient {digest} {
+    ad_restart 1
+    assert_equal $digest [R 1 debug digest]
+    wait_for_condition 100 100 {
+        [s -3 master_link_status] eq {up}
+    } else {
+        fail "node 3 did not reconnect to node 1"
+    }
+    mg_wait_converged
+    mg_assert_replicas_equal
+}
+
 # With slot-affinity no, node n's blocks go back to the heap (as the
 # recipient's: the evacuation); with yes, they are sound.
 proc ad_assert_blocks_settle {n} {
@@ -116,11 +130,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     set F {100-399 1000-1199}
     set Fset [mg_slotset $F]
     mg_fast_clients
-    wait_for_condition 100 100 {
-        [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
-    } else {
-        fail "replicas not in sync"
-    }
+    mg_wait_replicas_up
     mg_appendonly 1 yes
 
     test {RDMASLOTADOPT: the recipient's replica adopts each moved slot with one command, no RESTORE} {
@@ -161,15 +171,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 1 bgrewriteaof
         waitForBgrewriteaof [Rn 1]
         assert_equal 0 [ad_aof_count 1 RDMASLOTADOPT]
-        ad_restart 1
-        assert_equal $digest [R 1 debug digest]
-        wait_for_condition 100 100 {
-            [s -3 master_link_status] eq {up}
-        } else {
-            fail "node 3 did not reconnect to node 1"
-        }
-        mg_wait_converged
-        mg_assert_replicas_equal
+        ad_restart_recipient $digest
         # Back to node 0, for the next tests.
         mg_migrate 1 0 $F
         mg_wait_converged
@@ -206,15 +208,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal [expr {$adopt + $nslots}] [ad_calls 3 rdmaslotadopt]
         # The recipient's AOF: every key back.
         set digest [R 1 debug digest]
-        ad_restart 1
-        assert_equal $digest [R 1 debug digest]
-        wait_for_condition 100 100 {
-            [s -3 master_link_status] eq {up}
-        } else {
-            fail "node 3 did not reconnect to node 1"
-        }
-        mg_wait_converged
-        mg_assert_replicas_equal
+        ad_restart_recipient $digest
         mg_migrate 1 0 $W
         mg_wait_converged
     }

@@ -67,11 +67,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     set F {100-399 1000-1199}
     set Fset [mg_slotset $F]
     mg_fast_clients
-    wait_for_condition 100 100 {
-        [s -2 master_link_status] eq {up} && [s -3 master_link_status] eq {up}
-    } else {
-        fail "replicas not in sync"
-    }
+    mg_wait_replicas_up
     mg_appendonly 0 yes
     mg_appendonly 1 yes
 
