@@ -432,7 +432,8 @@ out:
  * free another key's memory. */
 static void migFreeBlockAllocs(int slot, void *block) {
     size_t cap = 1024, n;
-    if (slotAllocBlockOf(block) != block || slotAllocSlotOf(block) != slot) {
+    if (slotAllocBlockOf(block) != block ||
+        slotAllocArenaOf(block) != slotAllocSlotArena(slot)) {
         serverLog(LL_WARNING, "Slot migration: block %p of slot %d was "
                   "released during the import: skipped", block, slot);
         return;

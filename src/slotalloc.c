@@ -82,13 +82,29 @@
  * block per slot stays committed; slotAllocTrim() releases them all (after
  * a flush, or when memory is tight) and stats report them.
  *
+ * Slot groups. An arena is a set of blocks with its free lists; its id is
+ * one of 0..16383 and each slot has one (sa.arena_of): slot s starts in
+ * arena s. slotAllocMapSlot() points a slot at another arena, so that
+ * several slots can share one: their partly used slab pages and the
+ * unused tail of the newest block are paid once per group instead of once
+ * per slot, which is what makes blocks cost little for small slots
+ * (docs/DESIGN.md, "Placement and migration"). Every block records its
+ * arena's id (header field 'slot', kept under that name for the layout),
+ * frees go to the block's arena, and a realloc stays in it; only new
+ * allocations follow the map. So a slot mapped elsewhere keeps its old
+ * allocations where they were until the placement layer moves them, and
+ * everything the API does "for a slot" (list, reserve, adopt into,
+ * release its blocks) it does for the slot's arena, that is for the
+ * whole group: the caller makes sure that is what it means. With the
+ * identity map (the default) an arena is its slot's.
+ *
  * Locking. Each slot arena has a mutex, taken by every operation on the
  * slot, including allocations (main thread only in Redis) and frees (any
  * thread: lazyfree frees objects on a BIO thread). A global mutex protects
  * the extent lists, the descriptor table and writes to the unit table; it
  * is taken to create or release a block or an arena and to read stats,
  * briefly, and when an arena mutex is needed too that one is taken first.
- * Lookups (Owns, SlotOf, BlockOf, UsableSize) take no
+ * Lookups (Owns, ArenaOf, BlockOf, UsableSize) take no
  * lock: unit table entries are published with release stores after the
  * descriptor is filled, and what a lookup reads about a live allocation
  * (descriptor, its page table entry) does not change while it is live.
@@ -197,7 +213,7 @@ typedef struct saBlockHeader {
     uint32_t pagetab_off;   /* Offset of the page table (0 if huge). */
     uint32_t bitmap_off;    /* Offset of the bitmap (0 if huge). */
     uint32_t class_sig;     /* Fingerprint of the size class table. */
-    uint32_t slot;          /* Owning slot. */
+    uint32_t slot;          /* Owning arena's id (a slot number). */
     uint32_t reserved;      /* Zero. */
 } saBlockHeader;
 
@@ -251,7 +267,7 @@ typedef struct saBlock {
     size_t used_bytes, live;
     uint32_t id, npages, hdr_pages;
     uint32_t free_pages;    /* Pages in free spans. */
-    int slot;
+    int arena;              /* Id of the arena owning it. */
     uint8_t state, huge;
     uint8_t draining;       /* Being emptied: its free space is not on the
                              * arena's lists, so nothing new lands in it. */
@@ -259,7 +275,7 @@ typedef struct saBlock {
 
 typedef struct saArena {
     pthread_mutex_t lock;
-    int slot;
+    int id;                 /* Its index in sa.arenas (see "Slot groups"). */
     saBlock *blocks;        /* Active blocks, newest first. */
     saBlock *detached;
     saBlock *empty;         /* Cached empty block, or NULL. */
@@ -294,6 +310,10 @@ static struct {
     saBlock *retired;       /* Retired blocks, linked by next. */
     pthread_mutex_t lock;   /* The global lock (see DESIGN). */
     _Atomic(saArena *) arenas[SLOTALLOC_NUM_SLOTS];
+    /* Slot -> id of its arena, and how many slots each id has (written
+     * under sa.lock by slotAllocMapSlot; read without it). */
+    _Atomic uint16_t arena_of[SLOTALLOC_NUM_SLOTS];
+    uint16_t members[SLOTALLOC_NUM_SLOTS];
     _Atomic size_t blocks, huge_blocks, detached_blocks, cached_empty;
     _Atomic size_t block_bytes, used_bytes, live, meta_bytes, retired_bytes;
 } sa;
@@ -520,7 +540,7 @@ static uint32_t saDataPages(size_t size) {
  * publish the block in the unit table. Its memory is zero. The caller holds
  * the slot's arena lock and links the block. Returns NULL when the range or
  * the OS has no room; never aborts. */
-static saBlock *saBlockCreate(size_t size, int slot, int state) {
+static saBlock *saBlockCreate(size_t size, int arena, int state) {
     uint32_t n = size >> SA_UNIT_SHIFT, u;
     saBlock *b = NULL;
     char *base;
@@ -537,7 +557,7 @@ static saBlock *saBlockCreate(size_t size, int slot, int state) {
     b->base = base;
     b->size = size;
     b->npages = size >> SA_PAGE_SHIFT;
-    b->slot = slot;
+    b->arena = arena;
     b->state = state;
     for (uint32_t i = 0; i < n; i++)
         atomic_store_explicit(&sa.unit_block[u + i], id, memory_order_release);
@@ -657,7 +677,7 @@ static void saHeaderInit(saBlock *b, int huge) {
     h->pagetab_off = pt_off;
     h->bitmap_off = bm_off;
     h->class_sig = sa_class_sig;
-    h->slot = b->slot;
+    h->slot = b->arena;
     b->huge = huge;
     b->hdr_pages = hdr_pages;
     if (!huge) {
@@ -670,22 +690,32 @@ static void saHeaderInit(saBlock *b, int huge) {
 
 /* ============================ Slot arenas ================================= */
 
-/* The arena of 'slot', created on demand if 'create'. NULL if it does not
- * exist (or cannot be allocated). */
-static saArena *saArenaGet(int slot, int create) {
-    saArena *a = atomic_load_explicit(&sa.arenas[slot], memory_order_acquire);
+/* The arena with id 'id', created on demand if 'create'. NULL if it does
+ * not exist (or cannot be allocated). */
+static saArena *saArenaGet(int id, int create) {
+    saArena *a = atomic_load_explicit(&sa.arenas[id], memory_order_acquire);
 
     if (a || !create) return a;
     pthread_mutex_lock(&sa.lock);
-    a = atomic_load_explicit(&sa.arenas[slot], memory_order_relaxed);
+    a = atomic_load_explicit(&sa.arenas[id], memory_order_relaxed);
     if (!a && (a = calloc(1, sizeof(*a))) != NULL) {
         pthread_mutex_init(&a->lock, NULL);
-        a->slot = slot;
+        a->id = id;
         saStatAdd(meta_bytes, sizeof(*a));
-        atomic_store_explicit(&sa.arenas[slot], a, memory_order_release);
+        atomic_store_explicit(&sa.arenas[id], a, memory_order_release);
     }
     pthread_mutex_unlock(&sa.lock);
     return a;
+}
+
+/* Id of the arena that slot's new allocations go to (slot in range). */
+static inline int saSlotArena(int slot) {
+    return atomic_load_explicit(&sa.arena_of[slot], memory_order_relaxed);
+}
+
+/* The arena of 'slot' (see saArenaGet). */
+static saArena *saSlotArenaGet(int slot, int create) {
+    return saArenaGet(saSlotArena(slot), create);
 }
 
 static void saListPush(saPageInfo **head, saPageInfo *s) {
@@ -862,7 +892,7 @@ static saBlock *saArenaNewBlock(saArena *a, uint32_t need) {
     smallest = size;
     for (size_t i = 0; i < a->nnormal && size < sa.max_block; i++) size <<= 1;
     /* When the range is nearly full, a smaller block is better than none. */
-    while ((b = saBlockCreate(size, a->slot, SA_BLOCK_ACTIVE)) == NULL) {
+    while ((b = saBlockCreate(size, a->id, SA_BLOCK_ACTIVE)) == NULL) {
         if (size == smallest) return NULL;
         size >>= 1;
     }
@@ -949,7 +979,7 @@ static void *saAllocHuge(saArena *a, size_t size) {
 
     if (size > sa.range_bytes) return NULL;
     size = (size + SA_PAGE_SIZE + SA_UNIT_SIZE - 1) & ~(SA_UNIT_SIZE - 1);
-    if ((b = saBlockCreate(size, a->slot, SA_BLOCK_ACTIVE)) == NULL) return NULL;
+    if ((b = saBlockCreate(size, a->id, SA_BLOCK_ACTIVE)) == NULL) return NULL;
     saHeaderInit(b, 1);
     saArenaLinkBlock(a, b);
     saBlockUse(a, b, size - SA_PAGE_SIZE);
@@ -1061,6 +1091,10 @@ int slotAllocInit(size_t reserve, size_t min_block, size_t max_block) {
     pthread_mutex_init(&sa.lock, NULL);
     for (int i = 0; i < SA_EXT_BINS; i++) sa.ext_bin[i] = SA_NONE;
     saExtLink(0, sa.nunits);
+    for (int slot = 0; slot < SLOTALLOC_NUM_SLOTS; slot++) {
+        atomic_store_explicit(&sa.arena_of[slot], (uint16_t)slot, memory_order_relaxed);
+        sa.members[slot] = 1;
+    }
     sa.initialized = 1;
     return 0;
 
@@ -1104,7 +1138,22 @@ void *slotAllocMalloc(int slot, size_t size) {
     void *p;
 
     if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) return NULL;
-    if ((a = saArenaGet(slot, 1)) == NULL) return NULL;
+    if ((a = saSlotArenaGet(slot, 1)) == NULL) return NULL;
+    pthread_mutex_lock(&a->lock);
+    p = saArenaAlloc(a, size);
+    pthread_mutex_unlock(&a->lock);
+    return p;
+}
+
+/* Allocate from arena 'id' itself, whichever slots map to it: zmalloc's
+ * placement arena (slotcompact.c) keeps a write in the arena the key's
+ * blocks are in. */
+void *slotAllocArenaMalloc(int id, size_t size) {
+    saArena *a;
+    void *p;
+
+    if (!sa.initialized || id < 0 || id >= SLOTALLOC_NUM_SLOTS) return NULL;
+    if ((a = saArenaGet(id, 1)) == NULL) return NULL;
     pthread_mutex_lock(&a->lock);
     p = saArenaAlloc(a, size);
     pthread_mutex_unlock(&a->lock);
@@ -1128,7 +1177,7 @@ void slotAllocFree(void *p) {
 
     if (p == NULL) return;
     if ((b = saLookup(p)) == NULL) saPanic("free of %p: not a slot block pointer", p);
-    a = saArenaGet(b->slot, 0);
+    a = saArenaGet(b->arena, 0);
     pthread_mutex_lock(&a->lock);
     if (b->state != SA_BLOCK_ACTIVE) saPanic("free of %p: block not active", p);
     saArenaFree(a, b, p);
@@ -1150,7 +1199,8 @@ size_t slotAllocUsableSize(const void *p) {
     return 0;
 }
 
-/* Stays in p's slot. Returns p itself when a fresh allocation of 'size'
+/* Stays in p's arena (not necessarily its slot's arena now: see "Slot
+ * groups"). Returns p itself when a fresh allocation of 'size'
  * would get the same usable size as p has; otherwise allocates, copies and
  * frees p (so shrinking to a smaller class gives memory back). NULL p
  * returns NULL: the caller knows which slot a new allocation belongs to,
@@ -1169,7 +1219,11 @@ void *slotAllocRealloc(void *p, size_t size) {
     if (size > sa.range_bytes) return NULL;
     old = slotAllocUsableSize(p);
     if (saFitSize(size) == old) return p;
-    if ((np = slotAllocMalloc(b->slot, size)) == NULL) return NULL;
+    saArena *a = saArenaGet(b->arena, 0);
+    pthread_mutex_lock(&a->lock);
+    np = saArenaAlloc(a, size);
+    pthread_mutex_unlock(&a->lock);
+    if (np == NULL) return NULL;
     memcpy(np, p, old < size ? old : size);
     slotAllocFree(p);
     return np;
@@ -1187,9 +1241,63 @@ void *slotAllocRange(size_t *bytes) {
     return sa.initialized ? sa.base : NULL;
 }
 
-int slotAllocSlotOf(const void *p) {
+int slotAllocArenaOf(const void *p) {
     saBlock *b = saLookup(p);
-    return b ? b->slot : -1;
+    return b ? b->arena : -1;
+}
+
+int slotAllocSlotArena(int slot) {
+    if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) return -1;
+    return saSlotArena(slot);
+}
+
+/* Whether an arena holds nothing: no live allocation, no detached block
+ * (its cached empty block, if any, may serve a new group). Lock held. */
+static int saArenaIsEmpty(saArena *a) {
+    return !a || (a->live == 0 && !a->detached);
+}
+
+/* Map 'slot' to arena 'id': its allocations from now on come from that
+ * arena. What the slot already allocated stays where it is (the placement
+ * layer moves it: "Slot groups"), and Realloc keeps an allocation in its
+ * arena. Main thread only, like allocation: nothing else changes the map,
+ * and an arena no slot maps to gets no new block except through Realloc of
+ * one of its allocations (so an empty one stays empty). */
+int slotAllocMapSlot(int slot, int id) {
+    if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS ||
+        id < 0 || id >= SLOTALLOC_NUM_SLOTS) {
+        errno = EINVAL;
+        return -1;
+    }
+    pthread_mutex_lock(&sa.lock);
+    int old = saSlotArena(slot);
+    if (old != id) {
+        sa.members[old]--;
+        sa.members[id]++;
+        atomic_store_explicit(&sa.arena_of[slot], (uint16_t)id, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&sa.lock);
+    return 0;
+}
+
+/* An arena id no slot maps to and whose arena holds nothing, first one
+ * from 'from' (wrapping around), or -1 if every id is taken: a group split
+ * by a migration takes one for the slots that leave it. There is always
+ * one while some arena has two slots or more (16384 ids, 16384 slots).
+ * Main thread only (see slotAllocMapSlot). */
+int slotAllocUnusedArena(int from) {
+    if (!sa.initialized) return -1;
+    if (from < 0 || from >= SLOTALLOC_NUM_SLOTS) from = 0;
+    for (int i = 0; i < SLOTALLOC_NUM_SLOTS; i++) {
+        int id = (from + i) % SLOTALLOC_NUM_SLOTS;
+        if (sa.members[id]) continue;
+        saArena *a = saArenaGet(id, 0);
+        if (a) pthread_mutex_lock(&a->lock);
+        int empty = saArenaIsEmpty(a);
+        if (a) pthread_mutex_unlock(&a->lock);
+        if (empty) return id;
+    }
+    return -1;
 }
 
 void *slotAllocBlockOf(const void *p) {
@@ -1197,13 +1305,14 @@ void *slotAllocBlockOf(const void *p) {
     return b ? b->base : NULL;
 }
 
-/* Fill out[] with up to max active blocks of the slot (newest first) and
- * return how many the slot has. Detached blocks are not listed. */
-size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max) {
+/* Fill out[] with up to max active blocks of arena 'id' (newest first) and
+ * return how many it has. Detached blocks are not listed. */
+size_t slotAllocArenaBlocks(int id, slotAllocBlockInfo *out, size_t max) {
     saArena *a;
     size_t n = 0;
 
-    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return 0;
+    if (!sa.initialized || id < 0 || id >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(id, 0)))
+        return 0;
     pthread_mutex_lock(&a->lock);
     for (saBlock *b = a->blocks; b; b = b->next, n++) {
         if (n >= max) continue;
@@ -1215,6 +1324,12 @@ size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max) {
     }
     pthread_mutex_unlock(&a->lock);
     return n;
+}
+
+/* The same for the arena of 'slot': its group's blocks. */
+size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max) {
+    if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) return 0;
+    return slotAllocArenaBlocks(saSlotArena(slot), out, max);
 }
 
 /* Recipient side: create nblocks detached blocks of the given sizes
@@ -1229,13 +1344,13 @@ int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void *
     if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) goto einval;
     for (i = 0; i < nblocks; i++)
         if (!sizes[i] || sizes[i] % SA_UNIT_SIZE || sizes[i] > sa.range_bytes) goto einval;
-    if ((a = saArenaGet(slot, 1)) == NULL) {
+    if ((a = saSlotArenaGet(slot, 1)) == NULL) {
         errno = ENOMEM;
         return -1;
     }
     pthread_mutex_lock(&a->lock);
     for (i = 0; i < nblocks; i++) {
-        saBlock *b = saBlockCreate(sizes[i], slot, SA_BLOCK_DETACHED);
+        saBlock *b = saBlockCreate(sizes[i], a->id, SA_BLOCK_DETACHED);
         if (!b) break;
         saBlockLink(&a->detached, b);
         a->ndetached++;
@@ -1414,7 +1529,8 @@ int slotAllocAdoptBlock(int slot, void *addr) {
     saImageInfo in;
     saArena *a;
 
-    if (!b || b->base != addr || b->slot != slot || !(a = saArenaGet(slot, 0))) {
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !b || b->base != addr ||
+        b->arena != saSlotArena(slot) || !(a = saArenaGet(b->arena, 0))) {
         errno = EINVAL;
         return -1;
     }
@@ -1435,7 +1551,7 @@ int slotAllocAdoptBlock(int slot, void *addr) {
     saStatSub(detached_blocks, 1);
 
     saBlockHeader *h = (saBlockHeader *)b->base;
-    h->slot = slot;
+    h->slot = (uint32_t)a->id;
     h->origin = (uintptr_t)b->base;
     b->huge = in.huge;
     b->hdr_pages = in.hdr_pages;
@@ -1466,7 +1582,7 @@ void slotAllocReleaseBlock(void *addr) {
     saArena *a;
 
     if (!b || b->base != addr) saPanic("release of %p: not a block", addr);
-    a = saArenaGet(b->slot, 0);
+    a = saArenaGet(b->arena, 0);
     pthread_mutex_lock(&a->lock);
     if (b->state != SA_BLOCK_DETACHED) saPanic("release of %p: not detached", addr);
     saBlockUnlink(&a->detached, b);
@@ -1482,7 +1598,7 @@ static size_t saReleaseSlot(int slot, int retire) {
     saArena *a;
     size_t used;
 
-    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saArenaGet(slot, 0))) return 0;
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !(a = saSlotArenaGet(slot, 0))) return 0;
     pthread_mutex_lock(&a->lock);
     used = a->used_bytes;
     while (a->blocks) saArenaDropBlock(a, a->blocks, retire);
@@ -1565,8 +1681,8 @@ size_t slotAllocPurgeRetired(void) {
 size_t slotAllocTrim(void) {
     size_t bytes = 0;
 
-    for (int slot = 0; slot < SLOTALLOC_NUM_SLOTS && sa.initialized; slot++) {
-        saArena *a = saArenaGet(slot, 0);
+    for (int id = 0; id < SLOTALLOC_NUM_SLOTS && sa.initialized; id++) {
+        saArena *a = saArenaGet(id, 0);
         if (!a) continue;
         pthread_mutex_lock(&a->lock);
         if (a->empty) {
@@ -1587,7 +1703,7 @@ int slotAllocBlockIsSparse(void *block_addr, double threshold) {
     int sparse;
 
     if (!b || b->base != block_addr) return 0;
-    a = saArenaGet(b->slot, 0);
+    a = saArenaGet(b->arena, 0);
     pthread_mutex_lock(&a->lock);
     sparse = b->state == SA_BLOCK_ACTIVE && !b->huge &&
              (double)b->used_bytes <
@@ -1605,7 +1721,8 @@ int slotAllocBlockIsSparse(void *block_addr, double threshold) {
 size_t slotAllocLiveSize(int slot, const void *p) {
     saBlock *b = saLookup(p);
 
-    if (!b || b->state != SA_BLOCK_ACTIVE || b->slot != slot) return 0;
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !b || b->state != SA_BLOCK_ACTIVE ||
+        b->arena != saSlotArena(slot)) return 0;
     size_t off = (const char *)p - b->base;
     if (b->huge) return off == SA_PAGE_SIZE ? b->size - SA_PAGE_SIZE : 0;
     uint32_t pg = off >> SA_PAGE_SHIFT;
@@ -1819,7 +1936,7 @@ int slotAllocDrainBlock(void *block_addr, int on) {
         errno = EINVAL;
         return -1;
     }
-    a = saArenaGet(b->slot, 0);
+    a = saArenaGet(b->arena, 0);
     pthread_mutex_lock(&a->lock);
     if (b->state == SA_BLOCK_ACTIVE && !b->huge && b->base == block_addr) {
         if (on && a->empty == b) saSetEmpty(a, NULL);
@@ -1832,7 +1949,7 @@ int slotAllocDrainBlock(void *block_addr, int on) {
     return ret;
 }
 
-/* Whether p lies in a draining block. Lock free, like SlotOf. */
+/* Whether p lies in a draining block. Lock free, like ArenaOf. */
 int slotAllocIsDraining(const void *p) {
     saBlock *b = saLookup(p);
     return b && b->draining;
@@ -1887,7 +2004,7 @@ int slotAllocSlotResident(int slot, size_t *resident, size_t *used) {
         errno = EINVAL;
         return -1;
     }
-    if (!sa.initialized || (a = saArenaGet(slot, 0)) == NULL) return 0;
+    if (!sa.initialized || (a = saSlotArenaGet(slot, 0)) == NULL) return 0;
     pthread_mutex_lock(&a->lock);
     for (saBlock *b = a->blocks; b; b = b->next) *resident += saResidentBytes(b->base, b->size);
     for (saBlock *b = a->detached; b; b = b->next) *resident += saResidentBytes(b->base, b->size);
@@ -1904,7 +2021,10 @@ int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
         errno = EINVAL;
         return -1;
     }
-    if ((a = saArenaGet(slot, 0)) == NULL) return 0;
+    if (!sa.initialized) return 0;
+    st->arena = saSlotArena(slot);
+    st->arena_slots = sa.members[st->arena];
+    if ((a = saArenaGet(st->arena, 0)) == NULL) return 0;
     pthread_mutex_lock(&a->lock);
     st->blocks = a->nblocks;
     st->huge_blocks = a->nhuge;
@@ -1966,7 +2086,7 @@ static int saTestVerifyArena(saArena *a, size_t *live, size_t *used, size_t *blo
 
     for (saBlock *b = a->blocks; b; b = b->next) {
         if (b->state != SA_BLOCK_ACTIVE || saImageCheck(b->base, b->size, &in) == -1 ||
-            ((saBlockHeader *)b->base)->slot != (uint32_t)a->slot ||
+            ((saBlockHeader *)b->base)->slot != (uint32_t)a->id ||
             in.live != b->live || in.used != b->used_bytes || in.huge != b->huge ||
             (!b->huge && in.free_pages != b->free_pages)) return 0;
         /* A draining block's free slabs and spans are on no list. */
@@ -2074,7 +2194,7 @@ static int saTestBasic(void) {
         SA_CHECK(p && usable >= sizes[i] && usable == saFitSize(sizes[i]));
         SA_CHECK(((uintptr_t)p & (SA_MIN_CLASS - 1)) == 0);
         SA_CHECK(sizes[i] <= SA_SMALL_MAX || ((uintptr_t)p & (SA_PAGE_SIZE - 1)) == 0);
-        SA_CHECK(slotAllocOwns(p) && slotAllocSlotOf(p) == 42);
+        SA_CHECK(slotAllocOwns(p) && slotAllocArenaOf(p) == 42);
         SA_CHECK(slotAllocBlockOf(p) && (char *)slotAllocBlockOf(p) < (char *)p);
         memset(p, (int)i + 1, usable);
     }
@@ -2140,19 +2260,19 @@ static int saTestOwnership(void) {
              (uintptr_t)&local - (uintptr_t)start >= len);
     SA_CHECK(!slotAllocOwns(&local) && !slotAllocOwns(m) && !slotAllocOwns(NULL) &&
              !slotAllocOwns(&sa_test_static));
-    SA_CHECK(slotAllocSlotOf(&local) == -1 && slotAllocSlotOf(m) == -1 &&
-             slotAllocSlotOf(NULL) == -1 && slotAllocBlockOf(m) == NULL &&
+    SA_CHECK(slotAllocArenaOf(&local) == -1 && slotAllocArenaOf(m) == -1 &&
+             slotAllocArenaOf(NULL) == -1 && slotAllocBlockOf(m) == NULL &&
              slotAllocUsableSize(m) == 0 && slotAllocUsableSize(NULL) == 0);
     SA_CHECK(!slotAllocOwns(sa.base - 1) && !slotAllocOwns(sa.base + sa.range_bytes) &&
              !slotAllocOwns(sa.base + sa.range_bytes - 1));
-    SA_CHECK(slotAllocSlotOf(p) == 7 && slotAllocSlotOf(q) == 9);
+    SA_CHECK(slotAllocArenaOf(p) == 7 && slotAllocArenaOf(q) == 9);
     SA_CHECK(slotAllocBlockOf(p) != slotAllocBlockOf(q));
-    SA_CHECK(slotAllocSlotOf((char *)p + 50) == 7);
+    SA_CHECK(slotAllocArenaOf((char *)p + 50) == 7);
     free(m);
     slotAllocFree(p);
     SA_CHECK(slotAllocOwns(p));             /* Cached empty block. */
     SA_CHECK(slotAllocTrim() == SLOTALLOC_DEFAULT_MIN_BLOCK);
-    SA_CHECK(!slotAllocOwns(p) && slotAllocSlotOf(p) == -1 && slotAllocOwns(q));
+    SA_CHECK(!slotAllocOwns(p) && slotAllocArenaOf(p) == -1 && slotAllocOwns(q));
     slotAllocFree(q);
     return 0;
 }
@@ -2229,7 +2349,7 @@ static int saTestFragmentation(void) {
             n++;
         } else {
             saTestAlloc *a = &live[r % n];
-            SA_CHECK(saTestFilled(a->p, a->size, a->v) && slotAllocSlotOf(a->p) == a->slot);
+            SA_CHECK(saTestFilled(a->p, a->size, a->v) && slotAllocArenaOf(a->p) == a->slot);
             SA_CHECK(slotAllocUsableSize(a->p) == a->usable);
             slotAllocFree(a->p);
             used -= a->usable;
@@ -2514,7 +2634,7 @@ static int saTestRealloc(void) {
     SA_CHECK(slotAllocRealloc(NULL, 10) == NULL);
     for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
         q = i ? slotAllocRealloc(p, sizes[i]) : slotAllocMalloc(11, sizes[i]);
-        SA_CHECK(q && slotAllocSlotOf(q) == 11 && slotAllocUsableSize(q) >= sizes[i]);
+        SA_CHECK(q && slotAllocArenaOf(q) == 11 && slotAllocUsableSize(q) >= sizes[i]);
         SA_CHECK(saTestFilled(q, old < sizes[i] ? old : sizes[i], (int)i));
         memset(q, (int)i + 1, sizes[i]);
         p = q;
@@ -2646,7 +2766,7 @@ static void *saTestFreer(void *arg) {
         pthread_mutex_unlock(&q->lock);
         for (size_t i = 0; i < n; i++) {
             saTestAlloc *a = &batch[i];
-            if (!saTestFilled(a->p, a->size, a->v) || slotAllocSlotOf(a->p) != 5 ||
+            if (!saTestFilled(a->p, a->size, a->v) || slotAllocArenaOf(a->p) != 5 ||
                 slotAllocUsableSize(a->p) != a->usable) q->errors++;
             slotAllocFree(a->p);
         }
@@ -2749,7 +2869,7 @@ static int saTestAdopt(void) {
     SA_CHECK(slotAllocInit(256 << 20, 64 << 10, 256 << 10) == 0);
     SA_CHECK(saTestDonor(allocs, 600, &x));
     SA_CHECK(slotAllocReserveBlocks(200, 1, &x.size, &y) == 0);
-    SA_CHECK(slotAllocOwns(y) && slotAllocSlotOf(y) == 200 && slotAllocUsableSize(y) == 0);
+    SA_CHECK(slotAllocOwns(y) && slotAllocArenaOf(y) == 200 && slotAllocUsableSize(y) == 0);
     slotAllocSlotStats(200, &ss);
     SA_CHECK(ss.detached_blocks == 1 && ss.blocks == 0);
     SA_CHECK(slotAllocAdoptBlock(200, y) == -1);            /* Still zero. */
@@ -2766,7 +2886,7 @@ static int saTestAdopt(void) {
         saTestAlloc *a = &allocs[i];
         if (!a->p || slotAllocBlockOf(a->p) != x.addr) continue;
         q = (char *)y + (a->p - (char *)x.addr);
-        SA_CHECK(slotAllocOwns(q) && slotAllocSlotOf(q) == 200 && slotAllocBlockOf(q) == y);
+        SA_CHECK(slotAllocOwns(q) && slotAllocArenaOf(q) == 200 && slotAllocBlockOf(q) == y);
         SA_CHECK(slotAllocUsableSize(q) == slotAllocUsableSize(a->p));
         SA_CHECK(saTestFilled(q, a->size, a->v));
         moved++;
@@ -2997,6 +3117,89 @@ static int saTestAdoptRejects(void) {
 
 /* Random byte flips in the header, page table and bitmap: adoption either
  * refuses, or accepts a block that is consistent. Never crashes. */
+/* Slot groups: slots mapped to one arena share its blocks and slabs; what
+ * a slot allocated before it was mapped elsewhere stays (frees and reallocs
+ * go to the block's arena); reserve/adopt/list/release act on the group;
+ * UnusedArena finds an id for a split. */
+static int saTestGroups(void) {
+    slotAllocSlotStat ss;
+    slotAllocBlockInfo bi[16], x;
+    static saTestAlloc allocs[300];
+    void *p[64], *old, *q, *y;
+
+    SA_CHECK(slotAllocSlotArena(0) == -1 && slotAllocMapSlot(1, 0) == -1);
+    SA_CHECK(slotAllocInit(256 << 20, 64 << 10, 256 << 10) == 0);
+    SA_CHECK(slotAllocSlotArena(77) == 77 && slotAllocSlotArena(-1) == -1 &&
+             slotAllocSlotArena(SLOTALLOC_NUM_SLOTS) == -1);
+    SA_CHECK(slotAllocMapSlot(-1, 0) == -1 && slotAllocMapSlot(0, SLOTALLOC_NUM_SLOTS) == -1);
+    /* Every id has its slot: none is free until two slots share one. */
+    SA_CHECK(slotAllocUnusedArena(0) == -1);
+    old = slotAllocMalloc(65, 24);
+    memset(old, 0x65, 24);
+    for (int s = 64; s < 128; s++) SA_CHECK(slotAllocMapSlot(s, 64) == 0);
+    slotAllocSlotStats(100, &ss);
+    SA_CHECK(ss.arena == 64 && ss.arena_slots == 64 && ss.blocks == 0);
+    /* 64 slots' small keys share one slab of one block. */
+    for (int s = 64; s < 128; s++) {
+        SA_CHECK((p[s - 64] = slotAllocMalloc(s, 24)) != NULL);
+        memset(p[s - 64], s, 24);
+        SA_CHECK(slotAllocArenaOf(p[s - 64]) == 64 && slotAllocLiveSize(s, p[s - 64]) == 24);
+    }
+    SA_CHECK(slotAllocBlockOf(p[0]) == slotAllocBlockOf(p[63]));
+    SA_CHECK(slotAllocSlotBlocks(127, bi, 16) == 1 && slotAllocArenaBlocks(64, bi, 16) == 1 &&
+             bi[0].live_allocs == 64 && slotAllocSlotBlocks(200, bi, 16) == 0);
+    /* Slot 65's allocation from before stays in arena 65: lookups, frees
+     * and reallocs follow its block, not the map. */
+    SA_CHECK(slotAllocArenaOf(old) == 65 && slotAllocLiveSize(65, old) == 0);
+    SA_CHECK((q = slotAllocRealloc(old, 100)) != NULL && slotAllocArenaOf(q) == 65 &&
+             saTestFilled(q, 24, 0x65));
+    slotAllocSlotStats(65, &ss);
+    SA_CHECK(ss.arena == 64 && ss.live_allocs == 64);
+    /* Ids 65..127 have no slot; 65 still holds q. */
+    SA_CHECK(slotAllocUnusedArena(0) == 66 && slotAllocUnusedArena(65) == 66 &&
+             slotAllocUnusedArena(127) == 127 && slotAllocUnusedArena(128) == 66);
+    slotAllocFree(q);
+    SA_CHECK(slotAllocUnusedArena(0) == 65);
+    /* Split: slots 96..127 leave for id 96; their keys stay until moved. */
+    for (int s = 96; s < 128; s++) SA_CHECK(slotAllocMapSlot(s, 96) == 0);
+    SA_CHECK((q = slotAllocMalloc(100, 24)) != NULL && slotAllocArenaOf(q) == 96);
+    SA_CHECK(slotAllocArenaOf(p[40]) == 64 && slotAllocLiveSize(104, p[40]) == 0 &&
+             slotAllocLiveSize(70, p[6]) == 24);
+    slotAllocSlotStats(100, &ss);
+    SA_CHECK(ss.arena == 96 && ss.arena_slots == 32 && ss.live_allocs == 1);
+    slotAllocSlotStats(64, &ss);
+    SA_CHECK(ss.arena_slots == 32 && ss.live_allocs == 64);
+    for (int i = 0; i < 64; i++) {
+        SA_CHECK(saTestFilled(p[i], 24, 64 + i));
+        slotAllocFree(p[i]);
+    }
+    slotAllocFree(q);
+    slotAllocTrim();
+    /* Reserve and adopt for a slot go to its group's arena; adopting into
+     * a slot of another arena is refused. */
+    SA_CHECK(slotAllocMapSlot(100, 100) == 0);     /* (The donor's slot.) */
+    SA_CHECK(saTestDonor(allocs, 300, &x) && slotAllocArenaOf(x.addr) == 100);
+    SA_CHECK(slotAllocMapSlot(100, 96) == 0);
+    SA_CHECK(slotAllocReserveBlocks(110, 1, &x.size, &y) == 0 && slotAllocArenaOf(y) == 96);
+    memcpy(y, x.addr, x.size);
+    SA_CHECK(slotAllocAdoptBlock(64, y) == -1 && slotAllocAdoptBlock(120, y) == 0);
+    SA_CHECK(((saBlockHeader *)y)->slot == 96 && slotAllocSlotBlocks(97, bi, 16) == 1);
+    slotAllocSlotStats(97, &ss);
+    SA_CHECK(ss.live_allocs == x.live_allocs && saTestVerifyAll());
+    /* Release for a slot drops the group's blocks, not the other arenas'. */
+    SA_CHECK((q = slotAllocMalloc(64, 300)) != NULL);
+    SA_CHECK(slotAllocReleaseSlot(127) > 0 && !slotAllocOwns(y) && slotAllocOwns(q));
+    slotAllocFree(q);
+    for (size_t i = 0; i < 300; i++)
+        if (allocs[i].p) slotAllocFree(allocs[i].p);
+    /* Back to the identity map. */
+    for (int s = 64; s < 128; s++) SA_CHECK(slotAllocMapSlot(s, s) == 0);
+    SA_CHECK(slotAllocUnusedArena(0) == -1);
+    SA_CHECK((q = slotAllocMalloc(100, 8)) != NULL && slotAllocArenaOf(q) == 100);
+    slotAllocFree(q);
+    return 0;
+}
+
 static int saTestAdoptFuzz(void) {
     slotAllocBlockInfo x;
     size_t accepted = 0, rejected = 0;
@@ -3078,6 +3281,7 @@ int slotAllocTest(int argc, char **argv, int flags) {
         {"used ranges stop at each slab's last live chunk, close ones merge", saTestUsedRangesTrim},
         {"adopt rejects corrupted header, page table, bitmap", saTestAdoptRejects},
         {"adopt survives random corruption", saTestAdoptFuzz},
+        {"slot groups: shared arenas, remapping, split", saTestGroups},
     };
     int failed = 0;
 

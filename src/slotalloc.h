@@ -71,6 +71,8 @@ typedef struct slotAllocSlotStat {
     size_t detached_blocks;
     size_t detached_bytes;
     int has_cached_empty;
+    int arena;              /* Id of the slot's arena ("Slot groups"). */
+    int arena_slots;        /* How many slots share that arena (1 or more). */
 } slotAllocSlotStat;
 
 /* Setup. reserve_bytes of virtual space are reserved (rounded down to the
@@ -100,8 +102,24 @@ int slotAllocOwns(const void *p);
  * in [start, start + *bytes), and nothing else does: callers that route
  * pointers by address (zmalloc) check that range first. */
 void *slotAllocRange(size_t *bytes);
-int slotAllocSlotOf(const void *p);
+/* Id of the arena of the block holding p (-1: not ours). */
+int slotAllocArenaOf(const void *p);
 void *slotAllocBlockOf(const void *p);
+
+/* Slot groups (slotalloc.c, "Slot groups"). Every slot has an arena, the
+ * blocks its new allocations come from; arenas have ids 0..16383 and slot
+ * s starts in arena s. Several slots may share an arena, so that the slack
+ * of partly used pages is paid once per group instead of once per slot.
+ * Functions below taking a slot act on the slot's arena, that is on every
+ * slot sharing it: SlotBlocks lists the group's blocks, ReleaseSlot drops
+ * them all. SlotArena gives a slot's arena id (-1: bad slot), MapSlot
+ * changes it (main thread; what the slot allocated before stays in the old
+ * arena), UnusedArena finds an id no slot maps to and that holds nothing
+ * (-1: none), searching from 'from'. */
+int slotAllocSlotArena(int slot);
+void *slotAllocArenaMalloc(int id, size_t size);
+int slotAllocMapSlot(int slot, int id);
+int slotAllocUnusedArena(int from);
 
 /* Migration.
  *
@@ -127,6 +145,7 @@ void *slotAllocBlockOf(const void *p);
  * returns the usable bytes of the live allocations of the active blocks
  * (what a caller counting them as allocated must uncount). */
 size_t slotAllocSlotBlocks(int slot, slotAllocBlockInfo *out, size_t max);
+size_t slotAllocArenaBlocks(int id, slotAllocBlockInfo *out, size_t max);
 int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void **addrs);
 int slotAllocAdoptBlock(int slot, void *addr);
 /* After adoption (recipient): LiveSize is the usable size of p if it is
@@ -158,7 +177,7 @@ size_t slotAllocTrim(void);
 int slotAllocBlockIsSparse(void *block_addr, double threshold);
 /* Sparse-block compaction: a draining block gets no new allocations and is
  * released as soon as its last one is freed (or moved). IsDraining is an
- * O(1) lock-free lookup like SlotOf. */
+ * O(1) lock-free lookup like ArenaOf. */
 int slotAllocDrainBlock(void *block_addr, int on);
 int slotAllocIsDraining(const void *p);
 void slotAllocGetStats(slotAllocStats *st);

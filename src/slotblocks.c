@@ -103,10 +103,11 @@ static int blkZeroCopyable(robj *o, int slot) {
     if (o->refcount != 1) return 0;
     if (o->type == OBJ_LIST) {
         quicklist *ql = o->ptr;
-        if (o->encoding != OBJ_ENCODING_QUICKLIST || slotAllocSlotOf(o) != slot ||
-            slotAllocSlotOf(ql) != slot || ql->bookmark_count) return 0;
+        int arena = slotAllocSlotArena(slot);
+        if (arena < 0 || o->encoding != OBJ_ENCODING_QUICKLIST || slotAllocArenaOf(o) != arena ||
+            slotAllocArenaOf(ql) != arena || ql->bookmark_count) return 0;
         for (quicklistNode *n = ql->head; n; n = n->next)
-            if (slotAllocSlotOf(n) != slot || slotAllocSlotOf(n->entry) != slot) return 0;
+            if (slotAllocArenaOf(n) != arena || slotAllocArenaOf(n->entry) != arena) return 0;
         return 1;
     }
     return slotCompactValueInSlot(o, slot);
@@ -140,14 +141,16 @@ static int blkHashTable(robj *o) {
  * of the frozen key must not move entries under the transfer. */
 static int blkDictInSlot(robj *o, int slot) {
     dict *d = o->ptr;
+    int arena = slotAllocSlotArena(slot);
 
-    if (!blkHashTable(o) || slotAllocSlotOf(o) != slot || slotAllocSlotOf(d) != slot)
+    if (arena < 0 || !blkHashTable(o) || slotAllocArenaOf(o) != arena ||
+        slotAllocArenaOf(d) != arena)
         return 0;
     if (dictIsRehashing(d)) {
         if (d->pauserehash) return 0;
         while (dictRehash(d, 1000));
     }
-    if (slotAllocSlotOf(d->ht_table[0]) != slot) return 0;
+    if (slotAllocArenaOf(d->ht_table[0]) != arena) return 0;
     /* The entries are independent cache misses: start them all at once. */
     for (unsigned long b = 0; b < DICTHT_SIZE(d->ht_size_exp[0]); b++)
         if (d->ht_table[0][b]) __builtin_prefetch(d->ht_table[0][b]);
@@ -156,9 +159,9 @@ static int blkDictInSlot(robj *o, int slot) {
             /* An sds points inside its own allocation, which lies in one
              * block: the string itself need not be read (its header was a
              * cache miss per field and value). */
-            if (slotAllocSlotOf(de) != slot ||
-                slotAllocSlotOf(dictGetKey(de)) != slot ||
-                (o->type == OBJ_HASH && slotAllocSlotOf(dictGetVal(de)) != slot))
+            if (slotAllocArenaOf(de) != arena ||
+                slotAllocArenaOf(dictGetKey(de)) != arena ||
+                (o->type == OBJ_HASH && slotAllocArenaOf(dictGetVal(de)) != arena))
                 return 0;
         }
     }
@@ -184,7 +187,7 @@ static void *blkDumpIntoSlot(int slot, robj *key, robj *o, size_t *len) {
 
     createDumpPayload(&payload, o, key, 0);
     *len = sdslen(payload.io.buffer.ptr);
-    p = ztrymalloc_foreign(slot, *len, NULL);
+    p = ztrymalloc_foreign(slotAllocSlotArena(slot), *len, NULL);
     if (p) memcpy(p, payload.io.buffer.ptr, *len);
     sdsfree(payload.io.buffer.ptr);
     return p;
@@ -206,7 +209,7 @@ int blkManifestBegin(int slot, blkManifest *m, sds *err) {
 
     memset(m, 0, sizeof(*m));
     m->slot = slot;
-    if ((h = ztrymalloc_foreign(slot, bytes, NULL)) == NULL) {
+    if ((h = ztrymalloc_foreign(slotAllocSlotArena(slot), bytes, NULL)) == NULL) {
         *err = sdscatprintf(sdsempty(), "no room in the slot allocator for the "
             "manifest of slot %d (%zu bytes)", slot, bytes);
         return C_ERR;
@@ -263,7 +266,7 @@ int blkManifestStep(blkManifest *m, uint64_t budget_us, sds *err) {
          * (once), so its key is in the blocks and a flat value or a hash
          * table travels without serialization. */
         int zero_copy, table;
-        if (slotAllocSlotOf(sdsAllocPtr(key)) != slot ||
+        if (slotAllocArenaOf(sdsAllocPtr(key)) != slotAllocSlotArena(slot) ||
             blkTravelsAsIs(o, slot, &zero_copy, &table) == 0) {
             slotCompactKeyNow(de);
             key = dictGetKey(de);
@@ -274,7 +277,7 @@ int blkManifestStep(blkManifest *m, uint64_t budget_us, sds *err) {
         r->key = (uintptr_t)key;
         initStaticStringObject(keyobj, key);
         r->expire = getExpire(&server.db[0], &keyobj);
-        if (slotAllocSlotOf(sdsAllocPtr(key)) != slot) {
+        if (slotAllocArenaOf(sdsAllocPtr(key)) != slotAllocSlotArena(slot)) {
             *err = sdscatprintf(sdsempty(), "key '%s' of slot %d is not in the "
                 "slot's blocks (compact the slot first)", key, slot);
             goto fail;

@@ -141,6 +141,8 @@ static struct {
     unsigned long later_cursor;
     long long timer_id;             /* Background timer event, or -1. */
     unsigned char pinned[CLUSTER_SLOTS / 8]; /* Slots nothing may move. */
+    int16_t pinned_arena[CLUSTER_SLOTS];   /* A pinned slot's arena, */
+    uint16_t arena_pins[CLUSTER_SLOTS];    /* and each arena's pinned slots. */
     unsigned char requested[CLUSTER_SLOTS / 8]; /* Asked for by a migration
                                      * (slotCompactRequest), until unpinned:
                                      * never evacuated meanwhile. */
@@ -191,11 +193,12 @@ static dictType slotCompactKeySetType = {
 };
 #ifdef HAVE_DEFRAG
 static void slotCompactClearDirty(int slot);
+static int slotCompactArenaPinned(int arena);
 #endif
 
 /* The slot allocator as zmalloc's foreign allocator. */
 static const zmallocForeign slotCompactForeign = {
-    .allocate = slotAllocMalloc,
+    .allocate = slotAllocArenaMalloc,
     .reallocate = slotAllocRealloc,
     .release = slotAllocFree,
     .usable_size = slotAllocUsableSize,
@@ -537,16 +540,18 @@ sds slotCompactGenInfo(sds info) {
  * Used by the write hook below and by a migration's manifest (slotblocks.c)
  * to tell a value that can travel as it is. */
 int slotCompactValueInSlot(robj *o, int slot) {
-    if (slotAllocSlotOf(o) != slot) return 0;
+    int arena = slotAllocSlotArena(slot);
+
+    if (arena < 0 || slotAllocArenaOf(o) != arena) return 0;
     switch (o->type) {
     case OBJ_STRING:
         return o->encoding != OBJ_ENCODING_RAW ||
-               slotAllocSlotOf(sdsAllocPtr(o->ptr)) == slot;
+               slotAllocArenaOf(sdsAllocPtr(o->ptr)) == arena;
     case OBJ_SET:
-        return o->encoding == OBJ_ENCODING_INTSET && slotAllocSlotOf(o->ptr) == slot;
+        return o->encoding == OBJ_ENCODING_INTSET && slotAllocArenaOf(o->ptr) == arena;
     case OBJ_HASH:
     case OBJ_ZSET:
-        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocSlotOf(o->ptr) == slot;
+        return o->encoding == OBJ_ENCODING_LISTPACK && slotAllocArenaOf(o->ptr) == arena;
     default:
         return 0;
     }
@@ -627,7 +632,7 @@ static void slotCompactFreeLater(void *ptr) {
  * nothing changed, when there is no room. */
 static void *slotCompactCopy(void *ptr, int slot) {
     size_t size = zmalloc_size(ptr), usable;
-    void *newptr = slot >= 0 ? ztrymalloc_foreign(slot, size, &usable)
+    void *newptr = slot >= 0 ? ztrymalloc_foreign(slotAllocSlotArena(slot), size, &usable)
                              : ztrymalloc_usable(size, &usable);
 
     if (newptr == NULL) return NULL;
@@ -643,7 +648,9 @@ static void *slotCompactCopy(void *ptr, int slot) {
  * Allocations already in the slot's blocks stay; when the slot's arena has
  * no room the allocation stays too. */
 static void *slotCompactMove(void *ptr) {
-    if (slotAllocSlotOf(ptr) == sc.target_slot && !slotAllocIsDraining(ptr))
+    int arena = slotAllocSlotArena(sc.target_slot);
+
+    if (arena >= 0 && slotAllocArenaOf(ptr) == arena && !slotAllocIsDraining(ptr))
         return NULL;
     return slotCompactCopy(ptr, sc.target_slot);
 }
@@ -653,7 +660,7 @@ static void *slotCompactMove(void *ptr) {
  * relocated keys after a rollback) goes back to the general heap, so that
  * the node holds no block for good. */
 static void *slotCompactEvacuate(void *ptr) {
-    if (slotAllocSlotOf(ptr) < 0) return NULL;
+    if (slotAllocArenaOf(ptr) < 0) return NULL;
     return slotCompactCopy(ptr, -1);
 }
 
@@ -669,9 +676,10 @@ static int slotCompactEvacuates(int slot) {
  * slot's blocks. */
 static void *slotCompactCount(void *ptr) {
     size_t n = zmalloc_size(ptr);
+    int arena = slotAllocSlotArena(sc.target_slot);
 
     sc.count_bytes += n;
-    if (slotAllocSlotOf(ptr) == sc.target_slot) sc.count_in_blocks += n;
+    if (arena >= 0 && slotAllocArenaOf(ptr) == arena) sc.count_in_blocks += n;
     else sc.count_all_in = 0;
     return NULL;
 }
@@ -992,7 +1000,7 @@ static int slotCompactKeyInPlace(robj *key, int slot, robj *placed) {
      * not change: the key is where it was before the write. If it was not
      * in place then, it is queued still (or its slot is dirty). */
     if (o == placed) return 1;
-    if (slotAllocSlotOf(sdsAllocPtr(dictGetKey(de))) != slot) return 0;
+    if (slotAllocArenaOf(sdsAllocPtr(dictGetKey(de))) != slotAllocSlotArena(slot)) return 0;
     if (o->refcount == OBJ_SHARED_REFCOUNT) return 1;
     return slotCompactValueInSlot(o, slot);
 }
@@ -1035,26 +1043,28 @@ void slotCompactCommandStart(void) {
     sc.place_obj = NULL;
 }
 
-/* The slot of o's blocks when a write to o may keep it there: o and its
- * top-level structure (o->ptr) live in that slot's blocks and no migration
- * has pinned the slot. -1 otherwise. */
+/* The arena of o's blocks when a write to o may keep it there: o and its
+ * top-level structure (o->ptr) live in that arena's blocks and no migration
+ * has pinned a slot of it. -1 otherwise. An arena, not a slot: a group's
+ * slots share one (slotalloc.c, "Slot groups"). */
 static int slotCompactPlaceSlot(robj *o) {
-    int slot;
+    int arena;
 
     if (!slotCompactEnabled() || o->refcount == OBJ_SHARED_REFCOUNT) return -1;
-    slot = slotAllocSlotOf(o);
-    if (slot < 0 || slotAllocSlotOf(o->ptr) != slot || slotCompactIsPinned(slot))
+    arena = slotAllocArenaOf(o);
+    if (arena < 0 || slotAllocArenaOf(o->ptr) != arena || slotCompactArenaPinned(arena))
         return -1;
-    return slot;
+    return arena;
 }
 
-/* Point the thread's zmalloc placement arena at the slot (our zmalloc
- * patch): every allocation until slotCompactPlaceStop() comes from the
- * slot's blocks, or from the heap as a counted miss. Never nested. */
-static void slotCompactPlaceStart(int slot) {
+/* Point the thread's zmalloc placement arena at the slot allocator's arena
+ * 'arena' (our zmalloc patch): every allocation until
+ * slotCompactPlaceStop() comes from its blocks, or from the heap as a
+ * counted miss. Never nested. */
+static void slotCompactPlaceStart(int arena) {
     serverAssert(zmalloc_place_arena == -1);
     sc.place_misses = zmalloc_place_misses;
-    zmalloc_place_arena = slot;
+    zmalloc_place_arena = arena;
 }
 
 /* Back to the heap. Returns 1, counting a placed write, if every
@@ -1127,12 +1137,12 @@ sds slotCompactReplaceSds(robj *o, sds old, sds value, int take) {
  * is reading the blocks; such reads wait while the slot is frozen:
  * slotfreeze.c). Returns 1 if placing: pass it to slotCompactPlaceNearEnd. */
 int slotCompactPlaceNear(const void *p) {
-    int slot;
+    int arena;
 
     if (zmalloc_place_arena != -1 || !slotCompactEnabled()) return 0;
-    slot = slotAllocSlotOf(p);
-    if (slot < 0 || slotCompactIsPinned(slot)) return 0;
-    zmalloc_place_arena = slot;
+    arena = slotAllocArenaOf(p);
+    if (arena < 0 || slotCompactArenaPinned(arena)) return 0;
+    zmalloc_place_arena = arena;
     return 1;
 }
 
@@ -1290,9 +1300,28 @@ void slotCompactRequest(int slot) {
     slotCompactMarkDirty(slot, 1);
 }
 
+/* A pinned slot also pins its arena, which the slots of its group share
+ * (slotalloc.c, "Slot groups"): a write to any of them may not allocate
+ * in, or move, the blocks being read. The arena is remembered per slot, so
+ * that unpinning releases the one pinned even if the slot was mapped to
+ * another arena meanwhile. */
 static void slotCompactSetPinned(int slot, int on) {
-    if (on) sc.pinned[slot >> 3] |= 1 << (slot & 7);
-    else sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+    if (on == slotCompactIsPinned(slot)) return;
+    if (on) {
+        int arena = slotAllocSlotArena(slot);
+        sc.pinned[slot >> 3] |= 1 << (slot & 7);
+        sc.pinned_arena[slot] = arena;
+        if (arena >= 0) sc.arena_pins[arena]++;
+    } else {
+        int arena = sc.pinned_arena[slot];
+        sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
+        if (arena >= 0) sc.arena_pins[arena]--;
+    }
+}
+
+/* Whether a migration pinned a slot of arena 'arena' (see above). */
+static int slotCompactArenaPinned(int arena) {
+    return arena >= 0 && sc.arena_pins[arena] != 0;
 }
 
 /* A migration pins its slots from the moment it describes them (manifest,
@@ -1571,7 +1600,7 @@ static struct {
     long long misplaced;            /* ... in another slot's blocks. */
     long long dead;                 /* ... not a live allocation. */
     const void *bad;                /* The first bad one, for the reply. */
-    int bad_slot;
+    int bad_arena;
     dict *reached;                  /* Every allocation walked, to find
                                      * live ones no key reaches. */
 } chk;
@@ -1591,11 +1620,11 @@ static dictType slotCompactPtrSetType = {
  * found here, before a release of that block makes it a crash. */
 static void *slotCompactCheckAlloc(void *ptr) {
     if (!slotAllocOwns(ptr)) return NULL;
-    int s = slotAllocSlotOf(ptr), misplaced = s != chk.slot;
+    int s = slotAllocArenaOf(ptr), misplaced = s != slotAllocSlotArena(chk.slot);
     chk.allocs++;
     dictAdd(chk.reached, ptr, NULL);
-    if (!misplaced && slotAllocLiveSize(s, ptr)) return NULL;
-    if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_slot = s; }
+    if (!misplaced && slotAllocLiveSize(chk.slot, ptr)) return NULL;
+    if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_arena = s; }
     if (misplaced) chk.misplaced++;
     else chk.dead++;
     return NULL;
@@ -1643,19 +1672,20 @@ static void slotCompactCheckCommand(client *c) {
                     "key '%s' (slot %d, %s): %p is %s", key, j,
                     getObjectTypeName(dictGetVal(de)), chk.bad,
                     chk.misplaced ? "in another slot's blocks" : "not a live allocation");
-                if (chk.misplaced) problem = sdscatprintf(problem, " (slot %d)", chk.bad_slot);
+                if (chk.misplaced) problem = sdscatprintf(problem, " (arena %d)", chk.bad_arena);
                 serverLog(LL_WARNING, "DEBUG SLOTCOMPACT CHECK: %s", problem);
             }
         }
     }
-    /* Live allocations of every slot's blocks that no key reached. */
+    /* Live allocations of every arena's blocks that no key reached (each
+     * arena once, whichever slots share it: slotalloc.c, "Slot groups"). */
     for (int j = 0; j < CLUSTER_SLOTS; j++) {
         slotAllocBlockInfo small[8], *bi = small;
-        size_t cap = 8, nb = slotAllocSlotBlocks(j, bi, cap);
+        size_t cap = 8, nb = slotAllocArenaBlocks(j, bi, cap);
         if (nb > cap) {
             cap = nb;
             bi = zmalloc(sizeof(*bi) * cap);
-            nb = slotAllocSlotBlocks(j, bi, cap);
+            nb = slotAllocArenaBlocks(j, bi, cap);
         }
         if (nb > cap) nb = cap;     /* (A block added meanwhile: skipped.) */
         for (size_t b = 0; b < nb; b++) {
@@ -1668,7 +1698,7 @@ static void slotCompactCheckCommand(client *c) {
                 if (!unreached++) {
                     size_t sz = zmalloc_size(ptrs[i]);
                     first_unreached = sdscatprintf(sdsempty(),
-                        "%p (slot %d, %zu bytes: ", ptrs[i], j, sz);
+                        "%p (arena %d, %zu bytes: ", ptrs[i], j, sz);
                     first_unreached = sdscatrepr(first_unreached, ptrs[i], sz < 48 ? sz : 48);
                     first_unreached = sdscat(first_unreached, ")");
                 }

@@ -89,7 +89,7 @@ static size_t fzCheckAllocs(void) {
             char *p = fz_allocs[i];
             size_t u = slotAllocUsableSize(p);
             if (u == 0 || slotAllocLiveSize(FUZZ_SLOT, p) != u) fzFail("bad usable size", p);
-            if (slotAllocSlotOf(p) != FUZZ_SLOT || slotAllocBlockOf(p) != base)
+            if (slotAllocArenaOf(p) != FUZZ_SLOT || slotAllocBlockOf(p) != base)
                 fzFail("allocation in another slot or block", p);
             if (p < prev_end || u > (size_t)(end - p))
                 fzFail("allocation overlaps the header, another one, or the block's end", p);
