@@ -13,8 +13,11 @@
 # restarted from its AOF holds every key, and so after an AOF rewrite
 # (which writes no RDMASLOTADOPT). A replica that did not announce "REPLCONF
 # capa rdma-slot-adopt" (a raw SYNC, as an older build's) makes the
-# recipient send RESTOREs again, and its replica still ends equal; such a
-# replica gets no partial resync over an RDMASLOTADOPT in the backlog. A
+# recipient send RESTOREs again, and its replica still ends equal; one
+# that attaches in the middle of the link gets RESTOREs for the slots
+# linked after its fork (and so does the real replica), never an
+# RDMASLOTADOPT; such a replica gets no partial resync over an
+# RDMASLOTADOPT in the backlog. A
 # migration rolled back after the link leaves the replica without the
 # keys, as its master. Clients and scripts calling RDMASLOTADOPT get an
 # error and nothing changes.
@@ -65,8 +68,11 @@ proc ad_assert_replica_keys {n snap} {
 
 # A raw SYNC to node n (as attach_to_replication_stream does to node 0): a
 # replica that announced no capability. Close it with
-# close_replication_stream.
-proc ad_attach_stream {n} {
+# close_replication_stream. With rdbvar, the RDB it received is stored in
+# the caller's variable of that name.
+proc ad_attach_stream {n {rdbvar {}}} {
+    if {$rdbvar ne {}} { upvar 1 $rdbvar rdb }
+    set rdb {}
     R $n config set repl-ping-replica-period 3600
     set s [socket [srv -$n host] [srv -$n port]]
     fconfigure $s -translation binary
@@ -80,9 +86,36 @@ proc ad_attach_stream {n} {
     set count [string range $count 1 end]
     while {$count} {
         set buf [read $s $count]
+        append rdb $buf
         set count [expr {$count - [string length $buf]}]
     }
     return $s
+}
+
+# Every command node n's replication stream s holds now (waits 1 s for
+# more), each a list of arguments (the name in lower case).
+proc ad_read_stream {s} {
+    set cmds {}
+    while {[set cmd [read_from_replication_stream $s]] ne {}} { lappend cmds $cmd }
+    return $cmds
+}
+
+# A replica that received rdb and then the commands cmds (a stream from
+# ad_attach_stream and ad_read_stream) holds a data set of DEBUG DIGEST
+# digest: the RDB loaded on a server of its own, the commands run there.
+proc ad_assert_stream_replays {rdb cmds digest} {
+    start_server {} {
+        set dir [lindex [r config get dir] 1]
+        set fd [open $dir/stream.rdb wb]
+        puts -nonewline $fd $rdb
+        close $fd
+        r config set dbfilename stream.rdb
+        r debug reload nosave
+        foreach cmd $cmds {
+            if {[lindex $cmd 0] ne {ping}} { r {*}$cmd }
+        }
+        assert_equal $digest [r debug digest]
+    }
 }
 
 # Restarts node n, waits until it has loaded its AOF and the cluster
@@ -230,6 +263,66 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 1 config set repl-ping-replica-period 10
         mg_wait_converged
         mg_migrate 1 0 $F
+        mg_wait_converged
+    }
+
+    # Node 3 (with the capability) is attached at RDMADONE, so the slots go
+    # as RDMASLOTADOPTs and no RESTORE payload is made; a raw SYNC (without
+    # it) attaches while the link waits between slots
+    # (migration-test-delay-link). The slots linked before the SYNC's fork
+    # are in its RDB and went to node 3 as RDMASLOTADOPTs; every later one
+    # goes to both as RESTOREs, serialized on the main thread. The raw
+    # stream holds no RDMASLOTADOPT, and its RDB plus the commands after it
+    # make the recipient's data set.
+    test {RDMASLOTADOPT: a replica without the capability that attaches during the link gets RESTOREs from there on} {
+        set L {4000-4015}
+        set Lset [mg_slotset $L]
+        mg_fill 0 l 320 $Lset
+        # With the keys of the first test there.
+        set lkeys {}
+        foreach slot [mg_expand $L] {
+            lappend lkeys {*}[R 0 cluster getkeysinslot $slot 1000]
+        }
+        mg_wait_converged
+        set lsnap [mg_snapshot 0 $lkeys]
+        set nslots [ad_nonempty_slots 0 $L]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set restore [ad_calls 3 restore]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        set serialized [count_log_message -1 "serialized by the main thread"]
+        R 1 config set migration-test-delay-link 300
+        set rd [mg_migrate_deferred 0 1 $L]
+        mg_wait_phase 1 link
+        set repl [ad_attach_stream 1 rdb]
+        set reply [mg_deferred_reply $rd 0]
+        R 1 config set migration-test-delay-link 0
+        set cmds [ad_read_stream $repl]
+        close_replication_stream $repl
+        R 1 config set repl-ping-replica-period 10
+        mg_assert_reply $reply [llength [mg_expand $L]] [llength $lkeys]
+        mg_assert_keys 1 $lsnap
+        mg_assert_replicas_equal
+        ad_assert_replica_keys 3 $lsnap
+        # What the raw stream got after its fork: RESTOREs only.
+        set names [lmap cmd $cmds {lindex $cmd 0}]
+        assert_equal 0 [llength [lsearch -all -exact $names rdmaslotadopt]]
+        set restored {}
+        foreach cmd $cmds {
+            if {[lindex $cmd 0] eq {restore}} { lappend restored [lindex $cmd 1] }
+        }
+        set rslots [lsort -unique -integer [lmap k $restored {mg_keyslot $k}]]
+        set adopted [expr {[ad_calls 3 rdmaslotadopt] - $adopt}]
+        # Slots before the fork adopted, slots after it restored: some of each.
+        assert_range $adopted 1 [expr {$nslots - 1}]
+        assert {[llength $rslots] > 0}
+        assert_equal $nslots [expr {$adopted + [llength $rslots]}]
+        # Every key of a restored slot, once, to the stream and to node 3.
+        set want [lmap k $lkeys { if {[mg_keyslot $k] in $rslots} { set k } else continue }]
+        assert_equal [lsort $want] [lsort $restored]
+        assert_equal [expr {$restore + [llength $restored]}] [ad_calls 3 restore]
+        assert_equal [expr {$serialized + 1}] [count_log_message -1 "serialized by the main thread"]
+        ad_assert_stream_replays $rdb $cmds [R 1 debug digest]
+        mg_migrate 1 0 $L
         mg_wait_converged
     }
 
@@ -451,5 +544,56 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal [R 1 debug digest] [R 2 debug digest]
         ad_assert_replica_keys 2 $snap
         verify_log_message -1 "*a replica or the AOF started during the import*" 0
+    }
+
+    # The other order: a replica without the capability (a raw SYNC) is
+    # attached at RDMADONE, so the recipient thread makes a RESTORE payload
+    # per key and keeps no images; node 2 (with the capability) attaches
+    # during the link. Both get RESTOREs only, every key once, and both end
+    # with the recipient's data set.
+    test {RDMASLOTADOPT: a capable replica that attaches during the link, one without the capability attached before, get RESTOREs} {
+        set G {200-207}
+        set gkeys [mg_fill 0 g 160 [mg_slotset $G]]
+        set gsnap [mg_snapshot 0 $gkeys]
+        R 2 cluster replicate [R 0 cluster myid]
+        wait_for_condition 100 100 {
+            [s -2 master_link_status] eq {up} && [s -1 connected_slaves] == 0
+        } else {
+            fail "node 2 never synced with node 0"
+        }
+        mg_wait_converged
+        set adopt [ad_calls 2 rdmaslotadopt]
+        set restore [ad_calls 2 restore]
+        set repl [ad_attach_stream 1 rdb]
+        R 1 config set repl-diskless-sync-delay 0
+        R 1 config set migration-test-delay-link 500
+        set rd [mg_migrate_deferred 0 1 $G]
+        mg_wait_phase 1 link
+        R 2 cluster replicate [R 1 cluster myid]
+        set reply [mg_deferred_reply $rd 0]
+        R 1 config set migration-test-delay-link 0
+        set cmds [ad_read_stream $repl]
+        close_replication_stream $repl
+        R 1 config set repl-ping-replica-period 10
+        mg_assert_reply $reply [llength [mg_expand $G]] [llength $gkeys]
+        mg_assert_keys 1 $gsnap
+        wait_for_condition 100 100 {
+            [s -2 master_link_status] eq {up}
+        } else {
+            fail "node 2 never synced with node 1"
+        }
+        wait_for_ofs_sync [Rn 1] [Rn 2]
+        assert_equal [R 1 debug digest] [R 2 debug digest]
+        ad_assert_replica_keys 2 $gsnap
+        assert_equal $adopt [ad_calls 2 rdmaslotadopt]
+        assert {[ad_calls 2 restore] > $restore}
+        set names [lmap cmd $cmds {lindex $cmd 0}]
+        assert_equal 0 [llength [lsearch -all -exact $names rdmaslotadopt]]
+        set restored [lmap cmd $cmds {
+            if {[lindex $cmd 0] ne {restore}} continue
+            lindex $cmd 1
+        }]
+        assert_equal [lsort $gkeys] [lsort $restored]
+        ad_assert_stream_replays $rdb $cmds [R 1 debug digest]
     }
 }
