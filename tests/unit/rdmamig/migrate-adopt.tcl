@@ -92,12 +92,28 @@ proc ad_attach_stream {n {rdbvar {}}} {
     return $s
 }
 
-# Every command node n's replication stream s holds now (waits 1 s for
-# more), each a list of arguments (the name in lower case).
-proc ad_read_stream {s} {
+# Closes stream s of node n (from ad_attach_stream) after reading every
+# command it holds (waits 1 s for more). Returns them, each a list of
+# arguments (the name in lower case).
+proc ad_close_stream {n s} {
     set cmds {}
     while {[set cmd [read_from_replication_stream $s]] ne {}} { lappend cmds $cmd }
+    close $s
+    R $n config set repl-ping-replica-period 10
     return $cmds
+}
+
+# Node 0 migrates ranges to node 1, whose link waits delay ms between
+# slots (migration-test-delay-link); once the link began, script runs in
+# the caller's frame. Returns the migration's reply.
+proc ad_migrate_during_link {ranges delay script} {
+    R 1 config set migration-test-delay-link $delay
+    set rd [mg_migrate_deferred 0 1 $ranges]
+    mg_wait_phase 1 link
+    uplevel 1 $script
+    set reply [mg_deferred_reply $rd 0]
+    R 1 config set migration-test-delay-link 0
+    return $reply
 }
 
 # A replica that received rdb and then the commands cmds (a stream from
@@ -290,15 +306,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set restore [ad_calls 3 restore]
         set adopt [ad_calls 3 rdmaslotadopt]
         set serialized [count_log_message -1 "serialized by the main thread"]
-        R 1 config set migration-test-delay-link 300
-        set rd [mg_migrate_deferred 0 1 $L]
-        mg_wait_phase 1 link
-        set repl [ad_attach_stream 1 rdb]
-        set reply [mg_deferred_reply $rd 0]
-        R 1 config set migration-test-delay-link 0
-        set cmds [ad_read_stream $repl]
-        close_replication_stream $repl
-        R 1 config set repl-ping-replica-period 10
+        set reply [ad_migrate_during_link $L 300 {
+            set repl [ad_attach_stream 1 rdb]
+        }]
+        set cmds [ad_close_stream 1 $repl]
         mg_assert_reply $reply [llength [mg_expand $L]] [llength $lkeys]
         mg_assert_keys 1 $lsnap
         mg_assert_replicas_equal
@@ -526,13 +537,9 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set snap [mg_snapshot 0 $fkeys]
         # The full sync forks at once, in the middle of the link.
         R 1 config set repl-diskless-sync-delay 0
-        R 1 config set migration-test-delay-link 500
-        set rd [mg_migrate_deferred 0 1 $F]
-        mg_wait_phase 1 link
-        R 2 cluster replicate [R 1 cluster myid]
-        set reply [$rd read]
-        $rd close
-        R 1 config set migration-test-delay-link 0
+        set reply [ad_migrate_during_link $F 500 {
+            R 2 cluster replicate [R 1 cluster myid]
+        }]
         mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
         wait_for_condition 100 100 {
             [s -2 master_link_status] eq {up}
@@ -566,15 +573,10 @@ start_cluster 2 1 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set restore [ad_calls 2 restore]
         set repl [ad_attach_stream 1 rdb]
         R 1 config set repl-diskless-sync-delay 0
-        R 1 config set migration-test-delay-link 500
-        set rd [mg_migrate_deferred 0 1 $G]
-        mg_wait_phase 1 link
-        R 2 cluster replicate [R 1 cluster myid]
-        set reply [mg_deferred_reply $rd 0]
-        R 1 config set migration-test-delay-link 0
-        set cmds [ad_read_stream $repl]
-        close_replication_stream $repl
-        R 1 config set repl-ping-replica-period 10
+        set reply [ad_migrate_during_link $G 500 {
+            R 2 cluster replicate [R 1 cluster myid]
+        }]
+        set cmds [ad_close_stream 1 $repl]
         mg_assert_reply $reply [llength [mg_expand $G]] [llength $gkeys]
         mg_assert_keys 1 $gsnap
         wait_for_condition 100 100 {
