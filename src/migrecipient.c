@@ -431,20 +431,13 @@ out:
  * serve another block now) is left alone: freeing what lies there would
  * free another key's memory. */
 static void migFreeBlockAllocs(int slot, void *block) {
-    size_t cap = 1024, n;
     if (slotAllocBlockOf(block) != block ||
         slotAllocArenaOf(block) != slotAllocSlotArena(slot)) {
         serverLog(LL_WARNING, "Slot migration: block %p of slot %d was "
                   "released during the import: skipped", block, slot);
         return;
     }
-    void **allocs = zmalloc(cap * sizeof(void *));
-    while ((n = slotAllocBlockAllocs(block, allocs, cap)) > cap) {
-        cap = n;
-        allocs = zrealloc(allocs, cap * sizeof(void *));
-    }
-    for (size_t i = 0; i < n; i++) zfree(allocs[i]);
-    zfree(allocs);
+    blkFreeBlockAllocs(block, NULL);
 }
 
 /* Drop everything of a failed import (main thread, the thread is over), in

@@ -483,13 +483,6 @@ static int blkKeep(blkPatchCtx *ctx, void *p) {
     return 0;
 }
 
-/* Whether an allocation of the received blocks is owned by an adopted
- * key; block is its index in the map. */
-static int blkOwned(blkAdopted *a, blkMap *map, size_t block, void *p) {
-    size_t g = (size_t)((char *)p - map[block].local) / SLOTALLOC_GRANULE;
-    return (a->owned[block][g >> 6] >> (g & 63)) & 1;
-}
-
 /* A live allocation of the slot at donor address addr, at least min bytes:
  * its local address and usable size, or NULL. */
 static char *blkAlloc(blkPatchCtx *ctx, uint64_t addr, size_t min, size_t *usable) {
@@ -1012,26 +1005,41 @@ size_t blkLinkAdopted(blkAdopted *a, size_t max) {
     return n;
 }
 
+/* Free every live allocation of a block but those whose first granule is
+ * set in keep (a bitmap over the block's granules, as blkAdopted.owned;
+ * NULL: free them all). Freeing the last one releases the block. The one
+ * loop for the patch's sweep (what no adopted key owns), a failed
+ * adoption's discard and a failed import's rollback (migrecipient.c):
+ * every allocation is listed before the first is freed, as a free may
+ * release the block under the listing. Returns how many were freed. */
+size_t blkFreeBlockAllocs(void *block, const uint64_t *keep) {
+    size_t cap = 1024, n, freed = 0;
+    void **allocs = zmalloc(cap * sizeof(void *));
+
+    while ((n = slotAllocBlockAllocs(block, allocs, cap)) > cap) {
+        cap = n;
+        allocs = zrealloc(allocs, cap * sizeof(void *));
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (keep) {
+            size_t g = (size_t)((char *)allocs[i] - (char *)block) / SLOTALLOC_GRANULE;
+            if ((keep[g >> 6] >> (g & 63)) & 1) continue;
+        }
+        zfree(allocs[i]);
+        freed++;
+    }
+    zfree(allocs);
+    return freed;
+}
+
 /* Free every live allocation of the received blocks that no adopted key
  * owns: the manifest, the payloads, and whatever else the donor's blocks
  * held. Returns how many were freed. */
 size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap) {
-    size_t freed = 0, cap = 1024;
-    void **allocs = zmalloc(cap * sizeof(void *));
+    size_t freed = 0;
 
-    for (size_t b = 0; b < nmap; b++) {
-        size_t n;
-        while ((n = slotAllocBlockAllocs(map[b].local, allocs, cap)) > cap) {
-            cap = n;
-            allocs = zrealloc(allocs, cap * sizeof(void *));
-        }
-        for (size_t i = 0; i < n; i++) {
-            if (blkOwned(a, map, b, allocs[i])) continue;
-            zfree(allocs[i]);
-            freed++;
-        }
-    }
-    zfree(allocs);
+    for (size_t b = 0; b < nmap; b++)
+        freed += blkFreeBlockAllocs(map[b].local, a->owned[b]);
     return freed;
 }
 
@@ -1106,21 +1114,10 @@ void blkBlockImagesFree(blkBlockImage *imgs, size_t n) {
  * live allocations are freed one by one (which releases it once empty:
  * no key of it was linked), a block still detached is released. */
 static void blkDiscardBlocks(blkMap *map, size_t n, size_t adopted) {
-    size_t cap = 1024, k;
-    void **allocs = zmalloc(cap * sizeof(void *));
-
     for (size_t b = 0; b < n; b++) {
-        if (b >= adopted) {
-            slotAllocReleaseBlock(map[b].local);
-            continue;
-        }
-        while ((k = slotAllocBlockAllocs(map[b].local, allocs, cap)) > cap) {
-            cap = k;
-            allocs = zrealloc(allocs, cap * sizeof(void *));
-        }
-        for (size_t i = 0; i < k; i++) zfree(allocs[i]);
+        if (b < adopted) blkFreeBlockAllocs(map[b].local, NULL);
+        else slotAllocReleaseBlock(map[b].local);
     }
-    zfree(allocs);
 }
 
 /* Check one image's description before anything is reserved for it. */

@@ -121,6 +121,7 @@ int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
                  size_t nkeys, blkAdopted *out, sds *err);
 void blkSerializeAdopted(blkAdopted *a);
 size_t blkLinkAdopted(blkAdopted *a, size_t max);
+size_t blkFreeBlockAllocs(void *block, const uint64_t *keep);
 size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap);
 void blkAdoptedFree(blkAdopted *a);
 
