@@ -445,6 +445,8 @@ static int migDonorKeepManifests(migSession *s) {
  * meanwhile are built again, so that a write waits for that short frozen
  * part and for its own slot's bytes, not for every slot's manifest. The
  * stages:
+ *   0 give each slot that shares its group's arena one of its own
+ *     (slotCompactIsolate), ask for the slots to relocate;
  *   1 relocate the slots' keys into their blocks (what background
  *     compaction still has to visit, for a bounded time);
  *   2 pin the slots (compaction leaves them alone from now on: the
@@ -469,10 +471,18 @@ static int migDonorPrepareStep(migSession *s) {
          * slot-affinity no nothing is in blocks and nothing relocates in
          * the background: ask for every slot with keys, and relocate it
          * here, in slices (big values from a cursor). */
-        if (!slotCompactEnabled()) {
-            for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-                if (migSlotIsSet(s->bitmap, slot) && countKeysInSlot(slot))
-                    slotCompactRequest(slot);
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+            if (!migSlotIsSet(s->bitmap, slot)) continue;
+            /* A slot sharing its group's arena gets one of its own: the
+             * blocks shipped must hold this slot's keys only. */
+            int isolated = slotCompactIsolate(slot);
+            if (isolated == -1) {
+                migFail(s, "slot %d shares its group's arena and no arena id is "
+                        "free for it", slot);
+                return -1;
+            }
+            if ((isolated || !slotCompactEnabled()) && countKeysInSlot(slot))
+                slotCompactRequest(slot);
         }
         slotCompactRelocationTotals(&s->reloc_keys_at_start, &s->reloc_bytes_at_start,
                                     &s->reloc_ns_at_start);

@@ -838,10 +838,24 @@ void initRdmaServerCommand(client *c) {
         addReplyErrorFormat(c, "%s", err);
         return;
     }
+    /* The blocks it adopts must hold the import's keys only: a slot
+     * sharing its group's arena gets one of its own until the import
+     * ends (slotCompactUnpin maps it back). */
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (migSlotIsSet(bitmap, slot) && slotCompactIsolate(slot) == -1) {
+            for (int j = 0; j < slot; j++)
+                if (migSlotIsSet(bitmap, j)) slotCompactRegroup(j);
+            addReplyErrorFormat(c, "slot %d shares its group's arena and no arena "
+                                "id is free for it", slot);
+            return;
+        }
+    }
     const char *bind = kind != XFER_KIND_TCP && server.rdma_bind[0] ? server.rdma_bind : ip;
     xferListener *l = xferListen(kind, bind, (int)port, tok, err);
     if (l == NULL && kind == XFER_KIND_AUTO && bind != ip) l = xferListen(kind, ip, (int)port, tok, err);
     if (l == NULL) {
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+            if (migSlotIsSet(bitmap, slot)) slotCompactRegroup(slot);
         addReplyErrorFormat(c, "cannot open the data listener: %s", err);
         return;
     }

@@ -281,6 +281,10 @@ typedef struct saArena {
     saBlock *empty;         /* Cached empty block, or NULL. */
     size_t nblocks, nnormal, nhuge, block_bytes, used_bytes, live;
     size_t ndetached, detached_bytes;
+    int mixed;              /* A slot was mapped away while the arena held
+                             * allocations: they may be that slot's, so
+                             * the arena is not only its slots' until it
+                             * empties ("Slot groups"). */
     saPageInfo *partial[SA_NUM_CLASSES]; /* Slabs with free chunks. */
     saPageInfo *spans[SA_SPAN_BINS];     /* Free page spans. */
 } saArena;
@@ -833,6 +837,7 @@ static void saArenaDropBlock(saArena *a, saBlock *b, int retire) {
     a->block_bytes -= b->size;
     a->used_bytes -= b->used_bytes;
     a->live -= b->live;
+    if (a->live == 0) a->mixed = 0;
     saStatSub(used_bytes, b->used_bytes);
     saStatSub(live, b->live);
     saBlockGiveUp(b, retire);
@@ -873,6 +878,7 @@ static void saBlockUnuse(saArena *a, saBlock *b, size_t bytes) {
     b->used_bytes -= bytes;
     a->live--;
     a->used_bytes -= bytes;
+    if (a->live == 0) a->mixed = 0;
     saStatSub(live, 1);
     saStatSub(used_bytes, bytes);
     if (b->live == 0) saBlockEmptied(a, b);
@@ -1251,6 +1257,22 @@ int slotAllocSlotArena(int slot) {
     return saSlotArena(slot);
 }
 
+/* How many slots map to arena 'id' (0: none; its blocks, if any, hold
+ * what slots mapped elsewhere since have not moved out yet); with *mixed
+ * (if not NULL) whether it may hold such leftovers while slots map to it. */
+int slotAllocArenaSlots(int id, int *mixed) {
+    saArena *a;
+
+    if (mixed) *mixed = 0;
+    if (!sa.initialized || id < 0 || id >= SLOTALLOC_NUM_SLOTS) return 0;
+    if (mixed && (a = saArenaGet(id, 0)) != NULL) {
+        pthread_mutex_lock(&a->lock);
+        *mixed = a->mixed;
+        pthread_mutex_unlock(&a->lock);
+    }
+    return sa.members[id];
+}
+
 /* Whether an arena holds nothing: no live allocation, no detached block
  * (its cached empty block, if any, may serve a new group). Lock held. */
 static int saArenaIsEmpty(saArena *a) {
@@ -1269,8 +1291,15 @@ int slotAllocMapSlot(int slot, int id) {
         errno = EINVAL;
         return -1;
     }
-    pthread_mutex_lock(&sa.lock);
     int old = saSlotArena(slot);
+    saArena *a = old != id ? saArenaGet(old, 0) : NULL;
+    if (a) {
+        /* Arena lock before the global one (see Locking). */
+        pthread_mutex_lock(&a->lock);
+        if (a->live || a->ndetached) a->mixed = 1;
+        pthread_mutex_unlock(&a->lock);
+    }
+    pthread_mutex_lock(&sa.lock);
     if (old != id) {
         sa.members[old]--;
         sa.members[id]++;
@@ -1719,10 +1748,15 @@ int slotAllocBlockIsSparse(void *block_addr, double threshold) {
  * (the thread adopting the slot) is the only one allocating or freeing in
  * it. */
 size_t slotAllocLiveSize(int slot, const void *p) {
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !sa.initialized) return 0;
+    return slotAllocArenaLiveSize(saSlotArena(slot), p);
+}
+
+/* The same for an allocation of arena 'id'. */
+size_t slotAllocArenaLiveSize(int id, const void *p) {
     saBlock *b = saLookup(p);
 
-    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS || !b || b->state != SA_BLOCK_ACTIVE ||
-        b->arena != saSlotArena(slot)) return 0;
+    if (!b || b->state != SA_BLOCK_ACTIVE || b->arena != id) return 0;
     size_t off = (const char *)p - b->base;
     if (b->huge) return off == SA_PAGE_SIZE ? b->size - SA_PAGE_SIZE : 0;
     uint32_t pg = off >> SA_PAGE_SHIFT;
@@ -1991,26 +2025,38 @@ static size_t saResidentBytes(const char *base, size_t size) {
     return resident;
 }
 
-/* What a slot's blocks cost in RAM: the resident bytes of every block it
+/* What an arena's blocks cost in RAM: the resident bytes of every block it
  * holds (active ones, its cached empty block among them, and detached
- * ones an import is filling), and the usable bytes of its live allocations, read under the
- * same lock so that resident - used is the slot's slack. One mincore()
- * call per block (and per 4 MiB): callers sweep a few slots at a time. */
-int slotAllocSlotResident(int slot, size_t *resident, size_t *used) {
+ * ones an import is filling), and the usable bytes of its live
+ * allocations, read under the same lock so that resident - used is the
+ * arena's slack. One mincore() call per block (and per 4 MiB): callers
+ * sweep a few arenas at a time. */
+int slotAllocArenaResident(int id, size_t *resident, size_t *used) {
     saArena *a;
 
     *resident = *used = 0;
-    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) {
+    if (id < 0 || id >= SLOTALLOC_NUM_SLOTS) {
         errno = EINVAL;
         return -1;
     }
-    if (!sa.initialized || (a = saSlotArenaGet(slot, 0)) == NULL) return 0;
+    if (!sa.initialized || (a = saArenaGet(id, 0)) == NULL) return 0;
     pthread_mutex_lock(&a->lock);
     for (saBlock *b = a->blocks; b; b = b->next) *resident += saResidentBytes(b->base, b->size);
     for (saBlock *b = a->detached; b; b = b->next) *resident += saResidentBytes(b->base, b->size);
     *used = a->used_bytes;
     pthread_mutex_unlock(&a->lock);
     return 0;
+}
+
+/* The same for the arena of 'slot' (its group's). */
+int slotAllocSlotResident(int slot, size_t *resident, size_t *used) {
+    *resident = *used = 0;
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) {
+        errno = EINVAL;
+        return -1;
+    }
+    if (!sa.initialized) return 0;
+    return slotAllocArenaResident(saSlotArena(slot), resident, used);
 }
 
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
@@ -2034,6 +2080,7 @@ int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
     st->detached_blocks = a->ndetached;
     st->detached_bytes = a->detached_bytes;
     st->has_cached_empty = a->empty != NULL;
+    st->arena_mixed = a->mixed;
     pthread_mutex_unlock(&a->lock);
     return 0;
 }
@@ -3138,7 +3185,10 @@ static int saTestGroups(void) {
     memset(old, 0x65, 24);
     for (int s = 64; s < 128; s++) SA_CHECK(slotAllocMapSlot(s, 64) == 0);
     slotAllocSlotStats(100, &ss);
-    SA_CHECK(ss.arena == 64 && ss.arena_slots == 64 && ss.blocks == 0);
+    SA_CHECK(ss.arena == 64 && ss.arena_slots == 64 && ss.blocks == 0 && !ss.arena_mixed);
+    int mixed;
+    SA_CHECK(slotAllocArenaSlots(65, &mixed) == 0 && mixed == 1);  /* Holds 'old'. */
+    SA_CHECK(slotAllocArenaSlots(66, &mixed) == 0 && mixed == 0);
     /* 64 slots' small keys share one slab of one block. */
     for (int s = 64; s < 128; s++) {
         SA_CHECK((p[s - 64] = slotAllocMalloc(s, 24)) != NULL);
@@ -3159,7 +3209,7 @@ static int saTestGroups(void) {
     SA_CHECK(slotAllocUnusedArena(0) == 66 && slotAllocUnusedArena(65) == 66 &&
              slotAllocUnusedArena(127) == 127 && slotAllocUnusedArena(128) == 66);
     slotAllocFree(q);
-    SA_CHECK(slotAllocUnusedArena(0) == 65);
+    SA_CHECK(slotAllocUnusedArena(0) == 65 && slotAllocArenaSlots(65, &mixed) == 0 && !mixed);
     /* Split: slots 96..127 leave for id 96; their keys stay until moved. */
     for (int s = 96; s < 128; s++) SA_CHECK(slotAllocMapSlot(s, 96) == 0);
     SA_CHECK((q = slotAllocMalloc(100, 24)) != NULL && slotAllocArenaOf(q) == 96);

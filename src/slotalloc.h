@@ -73,6 +73,8 @@ typedef struct slotAllocSlotStat {
     int has_cached_empty;
     int arena;              /* Id of the slot's arena ("Slot groups"). */
     int arena_slots;        /* How many slots share that arena (1 or more). */
+    int arena_mixed;        /* It may hold allocations of slots mapped away
+                             * since (not yet relocated out of it). */
 } slotAllocSlotStat;
 
 /* Setup. reserve_bytes of virtual space are reserved (rounded down to the
@@ -117,6 +119,7 @@ void *slotAllocBlockOf(const void *p);
  * arena), UnusedArena finds an id no slot maps to and that holds nothing
  * (-1: none), searching from 'from'. */
 int slotAllocSlotArena(int slot);
+int slotAllocArenaSlots(int id, int *mixed);
 void *slotAllocArenaMalloc(int id, size_t size);
 int slotAllocMapSlot(int slot, int id);
 int slotAllocUnusedArena(int from);
@@ -152,6 +155,7 @@ int slotAllocAdoptBlock(int slot, void *addr);
  * the start of a live allocation of the slot, else 0; BlockAllocs lists a
  * block's live allocations (up to max; returns the count). */
 size_t slotAllocLiveSize(int slot, const void *p);
+size_t slotAllocArenaLiveSize(int id, const void *p);
 size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max);
 /* What of a block holds anything (header, slabs, runs): the byte ranges a
  * migration ships (see slotalloc.c); of an active block, or of a received
@@ -183,6 +187,7 @@ int slotAllocIsDraining(const void *p);
 void slotAllocGetStats(slotAllocStats *st);
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st);
 int slotAllocSlotResident(int slot, size_t *resident, size_t *used);
+int slotAllocArenaResident(int id, size_t *resident, size_t *used);
 
 #ifdef REDIS_TEST
 int slotAllocTest(int argc, char **argv, int flags);

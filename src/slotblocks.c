@@ -1184,6 +1184,12 @@ long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
     sizes = zmalloc(sizeof(size_t) * n);
     addrs = zmalloc(sizeof(void *) * n);
     for (size_t b = 0; b < n; b++) sizes[b] = imgs[b].size;
+    /* The blocks go to an arena of the slot's own (slot groups), back to
+     * its group's once linked (slotCompactRegroup, below). */
+    if (slotCompactIsolate(slot) == -1) {
+        *err = sdsnew("the slot shares its group's arena and no arena id is free");
+        goto done;
+    }
     if (slotAllocReserveBlocks(slot, n, sizes, addrs) == -1) {
         *err = sdscatprintf(sdsempty(), "cannot reserve %zu blocks: %s", n, strerror(errno));
         goto done;
@@ -1232,6 +1238,7 @@ long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
     if (a.keys_serialized && slotCompactEnabled()) slotCompactRequest(slot);
     blkAdoptedFree(&a);
 done:
+    slotCompactRegroup(slot);
     zfree(map);
     zfree(sizes);
     zfree(addrs);
@@ -1281,8 +1288,15 @@ void blkReplantDebugCommand(client *c) {
         addReplyError(c, "the slot holds no keys");
         return;
     }
+    /* Its blocks must hold its keys only (slot groups): an arena of its
+     * own, which the relocation below fills; its group's again at the end. */
+    if (slotCompactIsolate((int)slot) == -1) {
+        addReplyError(c, "the slot shares its group's arena and no arena id is free");
+        return;
+    }
     slotCompactSlotSync((int)slot);
     if (blkBuildManifest((int)slot, &m, &err) == C_ERR) {
+        slotCompactRegroup((int)slot);
         addReplyErrorFormat(c, "%s", err);
         sdsfree(err);
         return;
@@ -1341,6 +1355,7 @@ void blkReplantDebugCommand(client *c) {
     addReplyLongLong(c, (long long)a.nkeys);
     blkAdoptedFree(&a);
 done:
+    slotCompactRegroup((int)slot);
     zfree(bi);
     zfree(map);
     zfree(sizes);

@@ -66,6 +66,17 @@
  * same background cycle with another target, slotCompactEvacuate
  * (slotCompactEvacuateCron; docs/DESIGN.md, "Placement and migration").
  *
+ * Slot groups. With slot-affinity-group-slots G > 1 (and slot-affinity
+ * yes), the G aligned slots of a group share one arena of the allocator
+ * (slotalloc.c, "Slot groups"), so a small slot does not pay a block's
+ * slack alone; "in place" means in the slot's arena, whichever slots share
+ * it. A migration moves blocks whole, so before it lists or reserves a
+ * slot's blocks the slot gets an arena of its own (slotCompactIsolate)
+ * and its keys are relocated there by the prepare, like keys in the heap;
+ * when the migration is over the slot goes back to its group's arena and
+ * the background cycle relocates its keys there (slotCompactRegroup).
+ * docs/DESIGN.md, "Placement and migration".
+ *
  * Ownership. In cluster mode a value cannot change slot (RENAME, COPY,
  * SMOVE... need both keys in one slot; MIGRATE/RESTORE build new objects),
  * so what lies in slot S's blocks belongs to keys of slot S, or to shared
@@ -193,6 +204,7 @@ static dictType slotCompactKeySetType = {
 };
 #ifdef HAVE_DEFRAG
 static void slotCompactClearDirty(int slot);
+static void slotCompactMarkDirty(int slot, int urgent);
 static int slotCompactArenaPinned(int arena);
 #endif
 
@@ -217,6 +229,58 @@ static int slotCompactBlockSizesValid(void) {
     return server.slot_affinity_min_block <= server.slot_affinity_max_block;
 }
 
+/* ============================ Slot groups ================================= */
+
+/* The arena a slot's keys live in at rest: with slot-affinity yes and
+ * slot-affinity-group-slots G > 1, its group's (the G aligned slots share
+ * the arena whose id is the group's first slot), else its own. With
+ * slot-affinity no keys rest in the heap, and a slot keeps whatever arena
+ * a migration gave it, for the evacuation to find its blocks. */
+static int slotCompactGroupArena(int slot) {
+    int g = server.slot_affinity_group_slots;
+
+    return server.slot_affinity && g > 1 ? slot & ~(g - 1) : slot;
+}
+
+/* Map every slot that no migration holds to its group's arena (the
+ * allocator starts, or slot-affinity is turned on); the background cycle
+ * then relocates keys that are elsewhere (slotCompactMarkAllDirty). */
+static void slotCompactMapGroups(void) {
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if (!slotCompactIsPinned(slot) && !slotCompactIsRequested(slot))
+            slotAllocMapSlot(slot, slotCompactGroupArena(slot));
+}
+
+/* See slotcompact.h. The slot takes an unused arena id, its own first
+ * (free unless it leads its group). Its keys stay where they are until
+ * relocated: the donor's prepare asks for the slot (slotCompactRequest);
+ * an importing slot has none. */
+int slotCompactIsolate(int slot) {
+    slotAllocSlotStat st;
+    int id;
+
+    if (!sc.initialized) return 0;
+    slotAllocSlotStats(slot, &st);
+    if (st.arena_slots <= 1 && !st.arena_mixed) return 0;
+    if ((id = slotAllocUnusedArena(slot)) == -1) return -1;
+    slotAllocMapSlot(slot, id);
+    return 1;
+}
+
+/* See slotcompact.h. Nothing to do with slot-affinity no (the evacuation
+ * takes the slot's keys to the heap from the arena they are in) or for a
+ * slot already in its group's arena. */
+void slotCompactRegroup(int slot) {
+    int id = slotCompactGroupArena(slot);
+
+    if (!sc.initialized || !server.slot_affinity || slotAllocSlotArena(slot) == id ||
+        slotCompactIsPinned(slot)) return;
+    slotAllocMapSlot(slot, id);
+#ifdef HAVE_DEFRAG
+    if (countKeysInSlot(slot)) slotCompactMarkDirty(slot, 0);
+#endif
+}
+
 /* Reserve the slot allocator's range and route zmalloc to it (main
  * thread). Returns C_ERR, logged, if the range cannot be reserved. */
 static int slotCompactReserve(void) {
@@ -234,6 +298,7 @@ static int slotCompactReserve(void) {
         return C_ERR;
     }
     start = slotAllocRange(&len);
+    slotCompactMapGroups();
     zmalloc_set_foreign(start, len, &slotCompactForeign);
     sc.later = listCreate();
     sc.dirty_keys = dictCreate(&slotCompactKeySetType);
@@ -304,6 +369,7 @@ int slotCompactApplyAffinity(const char **err) {
         return 1;
     }
     if (slotCompactStart(err) == C_ERR) return 0;
+    slotCompactMapGroups();
     /* Keys written while it was off are in the general heap. */
     slotCompactMarkAllDirty();
     return 1;
@@ -316,6 +382,30 @@ int slotCompactIsValidBlockSize(long long val, const char **err) {
         *err = "must be a power of two";
         return 0;
     }
+    return 1;
+}
+
+/* slot-affinity-group-slots: a power of two (the config table bounds it to
+ * 1..16384), so that groups are aligned and a rebalance's contiguous
+ * ranges split few of them. */
+int slotCompactIsValidGroupSlots(long long val, const char **err) {
+    if (val <= 0 || (val & (val - 1))) {
+        *err = "must be a power of two";
+        return 0;
+    }
+    return 1;
+}
+
+/* CONFIG SET slot-affinity-group-slots: every slot no migration holds goes
+ * to its new group's arena at once, and the background cycle relocates
+ * the keys within slot-affinity-cpu (a migration's slots follow when it
+ * ends). Nothing to do with slot-affinity no or before the allocator
+ * starts: both map the slots when they start. */
+int slotCompactApplyGroups(const char **err) {
+    UNUSED(err);
+    if (!slotCompactEnabled()) return 1;
+    slotCompactMapGroups();
+    slotCompactMarkAllDirty();
     return 1;
 }
 
@@ -338,6 +428,47 @@ void slotCompactRelocationTotals(long long *keys, long long *bytes, long long *n
 #ifdef HAVE_DEFRAG
 static void slotCompactMarkDirty(int slot, int urgent);
 int slotCompactSlotPending(int slot);
+
+/* The slots whose keys may lie in slot's arena: those of its group that
+ * share it (slotcompact.c's top, "Slot groups"), as [*first, *end) to
+ * filter by arena. */
+static void slotCompactGroupRange(int slot, int *first, int *end) {
+    int g = server.slot_affinity_group_slots;
+
+    *first = g > 1 ? slot & ~(g - 1) : slot;
+    *end = g > 1 ? *first + g : slot + 1;
+}
+
+/* Whether slot is the first of its group's slots in its arena: sweeps
+ * that look at an arena through its slots look at it once. */
+static int slotCompactArenaLead(int slot) {
+    int first, end, arena = slotAllocSlotArena(slot);
+
+    slotCompactGroupRange(slot, &first, &end);
+    for (int t = first; t < slot; t++)
+        if (slotAllocSlotArena(t) == arena) return 0;
+    return 1;
+}
+
+/* Mark dirty (or ask whether any is still pending) the slots sharing
+ * slot's arena: a drained block of a group holds its slots' keys. */
+static void slotCompactMarkArenaDirty(int slot) {
+    int first, end, arena = slotAllocSlotArena(slot);
+
+    slotCompactGroupRange(slot, &first, &end);
+    for (int t = first; t < end; t++)
+        if (t == slot || slotAllocSlotArena(t) == arena) slotCompactMarkDirty(t, 0);
+}
+
+static int slotCompactArenaPending(int slot) {
+    int first, end, arena = slotAllocSlotArena(slot);
+
+    slotCompactGroupRange(slot, &first, &end);
+    for (int t = first; t < end; t++)
+        if ((t == slot || slotAllocSlotArena(t) == arena) && slotCompactSlotPending(t))
+            return 1;
+    return 0;
+}
 
 /* Pick the sparsest block of a slot worth draining, or NULL. */
 static void *slotCompactSparseBlock(int slot) {
@@ -363,7 +494,7 @@ static void *slotCompactSparseBlock(int slot) {
  * SLOTCOMPACT_SPARSE_SCAN slots for sparse blocks. */
 static void slotCompactSparseCron(void) {
     for (int j = 0; j < sc.ndraining; j++) {
-        if (slotCompactSlotPending(sc.draining[j].slot)) continue;
+        if (slotCompactArenaPending(sc.draining[j].slot)) continue;
         /* Emptied blocks were released by the allocator; one that is
          * still draining kept something compaction could not move. */
         if (slotAllocIsDraining(sc.draining[j].block)) {
@@ -381,13 +512,14 @@ static void slotCompactSparseCron(void) {
 
         if (sc.ndraining == SLOTCOMPACT_MAX_DRAINING) break;
         sc.sparse_cursor = (sc.sparse_cursor + 1) % CLUSTER_SLOTS;
-        if (slotCompactSlotPending(slot) || slotCompactIsPinned(slot)) continue;
+        if (!slotCompactArenaLead(slot) || slotCompactArenaPending(slot) ||
+            slotCompactArenaPinned(slotAllocSlotArena(slot))) continue;
         if ((block = slotCompactSparseBlock(slot)) == NULL) continue;
         if (slotAllocDrainBlock(block, 1) == -1) continue;
         sc.draining[sc.ndraining].slot = slot;
         sc.draining[sc.ndraining].block = block;
         sc.ndraining++;
-        slotCompactMarkDirty(slot, 0);
+        slotCompactMarkArenaDirty(slot);
     }
 }
 
@@ -426,8 +558,9 @@ static void slotCompactEvacuateCron(void) {}
 #endif
 
 /* serverCron: what blocks cost in RAM, for INFO. Looks at the resident
- * pages of the next SLOTCOMPACT_RESIDENT_SCAN slots' blocks (mincore, one
- * call per block: slotAllocSlotResident), so a full pass over the slots
+ * pages of the next SLOTCOMPACT_RESIDENT_SCAN arenas' blocks (mincore, one
+ * call per block: slotAllocArenaResident; arenas, not slots, so that a
+ * group's blocks count once), so a full pass over the arenas
  * takes CLUSTER_SLOTS / SLOTCOMPACT_RESIDENT_SCAN cron calls (1.6 s at hz
  * 10), and publishes the totals at the end of each pass. The slack
  * (resident bytes holding no live allocation: block headers, partly filled
@@ -444,7 +577,7 @@ static void slotCompactResidentCron(void) {
     for (int n = 0; n < SLOTCOMPACT_RESIDENT_SCAN; n++) {
         size_t resident, used;
 
-        if (slotAllocSlotResident(sc.res_cursor, &resident, &used) == 0) {
+        if (slotAllocArenaResident(sc.res_cursor, &resident, &used) == 0) {
             sc.res_sum += resident;
             sc.res_used += used;
         }
@@ -558,6 +691,17 @@ int slotCompactValueInSlot(robj *o, int slot) {
 }
 
 static size_t slotCompactDropSlot(int slot, int retire) {
+    slotAllocSlotStat st;
+
+    /* Wholesale is for a slot with an arena of its own (a migration's
+     * slots are isolated): a group's arena also holds its other slots'
+     * keys. Never the case by design; if it were, the blocks stay. */
+    slotAllocSlotStats(slot, &st);
+    if ((st.arena_slots > 1 || st.arena_mixed) && st.live_allocs) {
+        serverLog(LL_WARNING, "slot-affinity: slot %d's arena %d holds other "
+                  "slots' keys too: its blocks stay", slot, st.arena);
+        return 0;
+    }
     size_t used = retire ? slotAllocRetireSlot(slot) : slotAllocReleaseSlot(slot);
 
     zmalloc_foreign_released(used);
@@ -1338,6 +1482,7 @@ void slotCompactPin(int slot) {
 void slotCompactUnpin(int slot) {
     slotCompactSetPinned(slot, 0);
     sc.requested[slot >> 3] &= ~(1 << (slot & 7));
+    slotCompactRegroup(slot);
 }
 
 int slotCompactIsPinned(int slot) {
@@ -1615,15 +1760,21 @@ static dictType slotCompactPtrSetType = {
 
 /* activeDefragAlloc() target of DEBUG SLOTCOMPACT CHECK: nothing moves;
  * each allocation of the key that lies in the allocator's range must be a
- * live allocation of a block of the key's own slot. A stale pointer into a
+ * live allocation of a block of the key's own slot's arena, or of an arena
+ * no slot maps to (being emptied by relocation). A stale pointer into a
  * block (use after free) or a write placed in the wrong slot's arena is
  * found here, before a release of that block makes it a crash. */
 static void *slotCompactCheckAlloc(void *ptr) {
     if (!slotAllocOwns(ptr)) return NULL;
-    int s = slotAllocArenaOf(ptr), misplaced = s != slotAllocSlotArena(chk.slot);
+    /* In another arena is misplaced if other slots' keys live there: an
+     * arena no slot maps to holds what has yet to be relocated out of it
+     * (a slot back in its group after a migration: "Slot groups"). */
+    int s = slotAllocArenaOf(ptr), mixed;
+    int misplaced = s != slotAllocSlotArena(chk.slot) && slotAllocArenaSlots(s, &mixed) > 0 &&
+                    !mixed;
     chk.allocs++;
     dictAdd(chk.reached, ptr, NULL);
-    if (!misplaced && slotAllocLiveSize(chk.slot, ptr)) return NULL;
+    if (!misplaced && slotAllocArenaLiveSize(s, ptr)) return NULL;
     if (!chk.misplaced && !chk.dead) { chk.bad = ptr; chk.bad_arena = s; }
     if (misplaced) chk.misplaced++;
     else chk.dead++;
@@ -1815,6 +1966,8 @@ void slotBlocksCommand(client *c) {
         return;
     }
     memset(&st, 0, sizeof(st));
+    st.arena = (int)slot;
+    st.arena_slots = 1;
     if (sc.initialized) slotAllocSlotStats((int)slot, &st);
     dictEntry *de = slotCompactFirstInSlot(slot);
     for (; de != NULL; de = slotCompactNextInSlot(de)) {
@@ -1823,7 +1976,9 @@ void slotBlocksCommand(client *c) {
         keys_in += slotBlocksKey(de, (int)slot, &bytes, &bytes_in);
 #endif
     }
-    addReplyMapLen(c, 6);
+    /* blocks and block_bytes are those of the slot's arena, which the
+     * arena_slots slots of its group share (slot-affinity-group-slots). */
+    addReplyMapLen(c, 8);
     addReplyBulkCString(c, "blocks");
     addReplyLongLong(c, st.blocks);
     addReplyBulkCString(c, "block_bytes");
@@ -1836,4 +1991,8 @@ void slotBlocksCommand(client *c) {
     addReplyLongLong(c, bytes);
     addReplyBulkCString(c, "bytes_in_blocks");
     addReplyLongLong(c, bytes_in);
+    addReplyBulkCString(c, "arena");
+    addReplyLongLong(c, st.arena);
+    addReplyBulkCString(c, "arena_slots");
+    addReplyLongLong(c, st.arena_slots);
 }

@@ -21,6 +21,8 @@ struct redisObject;
 int slotCompactInit(void);
 int slotCompactApplyAffinity(const char **err);
 int slotCompactIsValidBlockSize(long long val, const char **err);
+int slotCompactIsValidGroupSlots(long long val, const char **err);
+int slotCompactApplyGroups(const char **err);
 void slotCompactCron(void);
 
 /* Whether keys are being put into slot blocks (cluster mode, slot-affinity
@@ -73,6 +75,15 @@ long long slotCompactSlotSync(int slot);
 void slotCompactPin(int slot);
 void slotCompactUnpin(int slot);
 int slotCompactIsPinned(int slot);
+/* Slot groups (slot-affinity-group-slots): before a migration lists or
+ * reserves a slot's blocks, Isolate gives the slot an arena of its own if
+ * its arena may hold other slots' keys (it shares its group's, or a slot
+ * mapped away from it has not moved out yet): 1 it did, and the slot's
+ * keys must be relocated; 0 the slot had one; -1 no arena id is free.
+ * Regroup maps the slot back to its group's arena once the migration is
+ * over (Unpin does), to be relocated there in the background. */
+int slotCompactIsolate(int slot);
+void slotCompactRegroup(int slot);
 /* One key now, even in a pinned slot (a migration's stragglers). */
 int slotCompactKeyNow(struct dictEntry *de);
 /* A value and its flat payload are in the slot's blocks. */

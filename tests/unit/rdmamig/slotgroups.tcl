@@ -1,0 +1,136 @@
+# Slot groups (slot-affinity-group-slots; src/slotalloc.c and
+# src/slotcompact.c, "Slot groups"): with slot-affinity yes, the G aligned
+# slots of a group share one arena of blocks, so that small slots do not
+# each pay a block's slack. Checked here:
+# 1. the slots of a group share one arena, every key lies in it (DEBUG
+#    SLOTCOMPACT CHECK), and CLUSTER SLOTBLOCKS says which arena;
+# 2. the same small keys over many slots hold far fewer resident block
+#    bytes in groups than one slot per arena, and CONFIG SET moves the keys
+#    between the two layouts with nothing changed;
+# 3. a migration of a range that splits groups, both ways: every key
+#    identical, both nodes' blocks sound, the donor's other slots of the
+#    split groups untouched, the moved slots back in their groups' arenas
+#    on the recipient;
+# 4. bad values are refused and change nothing.
+
+source tests/helpers/rdmamig-migrate.tcl
+
+# Small string keys, n of them, spread over node n's slots in slotset.
+proc sg_small {n prefix count slotset} {
+    set keys [mg_names $prefix $count $slotset]
+    foreach k $keys { R $n set $k [string repeat x 20] }
+    return $keys
+}
+
+# Wait until the cron's sweep published node n's resident block bytes
+# for the current layout (two sweeps after it settled), and return them.
+proc sg_resident {n} {
+    R $n debug slotcompact all
+    after 3500
+    mg_slotalloc $n slotalloc_resident_bytes
+}
+
+start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slot-affinity yes slot-affinity-group-slots 64} tags {external:skip cluster rdmamig}} {
+    # Node 0 serves 0-8191, node 1 8192-16383.
+    mg_fast_clients
+
+    test {Slot groups: the slots of a group share one arena, and every key lies in it} {
+        set keys [sg_small 0 sg 3000 [mg_slotset {0-8191}]]
+        lappend keys {*}[mg_fill 0 sgm 300 [mg_slotset {100-300}]]
+        # Node 1 holds keys too (DEBUG DIGEST of an empty node is not that
+        # of its keys' XOR: mg_pair_digest needs both non-empty).
+        set keys1 [sg_small 1 sg1 200 [mg_slotset {8192-16383}]]
+        R 0 debug slotcompact all
+        foreach s {0 63 64 100 127 130 8191} {
+            set d [R 0 cluster slotblocks $s]
+            assert_equal [expr {$s & ~63}] [dict get $d arena]
+            assert_equal 64 [dict get $d arena_slots]
+            assert_equal [dict get $d keys] [dict get $d keys_in_blocks]
+        }
+        set c [R 0 debug slotcompact check]
+        assert_equal 0 [dict get $c misplaced]
+        assert_equal 0 [dict get $c dead]
+        assert_equal {} [dict get $c problem]
+        mg_assert_slotalloc_sound 0
+        assert_equal 64 [lindex [R 0 config get slot-affinity-group-slots] 1]
+    }
+
+    test {Slot groups: small keys over many slots hold far fewer resident bytes, and CONFIG SET moves them} {
+        set digest [R 0 debug digest]
+        set grouped [sg_resident 0]
+        R 0 config set slot-affinity-group-slots 1
+        set single [sg_resident 0]
+        # ~2,900 slots holding keys: at least a header and a slab page
+        # each on their own, a few pages per group of 64 in groups.
+        assert {$single > 2 * 4096 * 2000}
+        assert {$grouped * 5 < $single}
+        foreach s {0 63 100} {
+            set d [R 0 cluster slotblocks $s]
+            assert_equal $s [dict get $d arena]
+            assert_equal [dict get $d keys] [dict get $d keys_in_blocks]
+        }
+        mg_assert_slotalloc_sound 0
+        R 0 config set slot-affinity-group-slots 64
+        assert {[sg_resident 0] * 5 < $single}
+        assert_equal 128 [dict get [R 0 cluster slotblocks 130] arena]
+        mg_assert_slotalloc_sound 0
+        assert_equal $digest [R 0 debug digest]
+    }
+
+    test {Slot groups: a migration that splits groups, both ways} {
+        # 100-300 splits groups 64-127 and 256-319 at both ends.
+        set ranges {100-300}
+        set moved [mg_keys_in $keys [mg_slotset $ranges]]
+        set stay [mg_keys_not_in $keys [mg_slotset $ranges]]
+        set snap [mg_snapshot 0 $moved]
+        set staysnap [mg_snapshot 0 [lrange $stay 0 299]]
+        set pair [mg_pair_digest 0 1]
+        set reply [mg_migrate 0 1 $ranges]
+        mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $moved]
+        mg_assert_owner 1 $ranges
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 $moved
+        mg_assert_keys 0 $staysnap
+        assert_equal $pair [mg_pair_digest 0 1]
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
+        # The moved slots are back in their groups' arenas on the
+        # recipient, the background cycle moves their keys there.
+        wait_for_condition 100 100 {
+            [dict get [R 1 cluster slotblocks 100] arena] == 64 &&
+            [dict get [R 1 cluster slotblocks 300] arena] == 256 &&
+            [dict get [R 1 cluster slotblocks 300] keys] ==
+                [dict get [R 1 cluster slotblocks 300] keys_in_blocks]
+        } else {
+            fail "node 1: slots not back in their groups: [R 1 cluster slotblocks 300]"
+        }
+        R 1 debug slotcompact all
+        mg_assert_slotalloc_sound 1
+        # The donor's slots of the split groups kept theirs.
+        assert_equal 64 [dict get [R 0 cluster slotblocks 99] arena]
+        assert_equal 256 [dict get [R 0 cluster slotblocks 301] arena]
+        mg_wait_converged
+        # And back, with a few keys written on the recipient.
+        foreach k [lrange $moved 0 19] { mg_touch 1 $k }
+        set snap [mg_snapshot 1 $moved]
+        set pair [mg_pair_digest 0 1]
+        set reply [mg_migrate 1 0 $ranges]
+        mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $moved]
+        mg_assert_owner 0 $ranges
+        mg_assert_keys 0 $snap
+        mg_assert_absent 1 $moved
+        assert_equal $pair [mg_pair_digest 0 1]
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
+        mg_wait_converged
+        mg_cluster_check 0
+    }
+
+    test {Slot groups: bad values are refused and change nothing} {
+        foreach v {0 3 48 32768 -1 abc} {
+            assert_error {*slot-affinity-group-slots*} {R 0 config set slot-affinity-group-slots $v}
+        }
+        assert_equal 64 [lindex [R 0 config get slot-affinity-group-slots] 1]
+        assert_equal 64 [dict get [R 0 cluster slotblocks 127] arena]
+    }
+}
