@@ -1140,15 +1140,8 @@ void slotAllocShutdown(void) {
 }
 
 void *slotAllocMalloc(int slot, size_t size) {
-    saArena *a;
-    void *p;
-
     if (!sa.initialized || slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) return NULL;
-    if ((a = saSlotArenaGet(slot, 1)) == NULL) return NULL;
-    pthread_mutex_lock(&a->lock);
-    p = saArenaAlloc(a, size);
-    pthread_mutex_unlock(&a->lock);
-    return p;
+    return slotAllocArenaMalloc(saSlotArena(slot), size);
 }
 
 /* Allocate from arena 'id' itself, whichever slots map to it: zmalloc's

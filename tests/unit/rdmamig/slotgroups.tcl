@@ -22,6 +22,23 @@ proc sg_small {n prefix count slotset} {
     return $keys
 }
 
+# Migrate ranges from node 'from' to node 'to' (each holding keys) and
+# check: the reply, the owner, every key of snap identical on 'to' and
+# absent on 'from', the two nodes' data set as a whole unchanged, both
+# nodes' blocks sound.
+proc sg_migrate {from to ranges snap} {
+    set moved [dict keys $snap]
+    set pair [mg_pair_digest $from $to]
+    set reply [mg_migrate $from $to $ranges]
+    mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $moved]
+    mg_assert_owner $to $ranges
+    mg_assert_keys $to $snap
+    mg_assert_absent $from $moved
+    assert_equal $pair [mg_pair_digest $from $to]
+    mg_assert_slotalloc_sound $from
+    mg_assert_slotalloc_sound $to
+}
+
 # Wait until the cron's sweep published node n's resident block bytes
 # for the current layout (two sweeps after it settled), and return them.
 proc sg_resident {n} {
@@ -82,18 +99,9 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         set ranges {100-300}
         set moved [mg_keys_in $keys [mg_slotset $ranges]]
         set stay [mg_keys_not_in $keys [mg_slotset $ranges]]
-        set snap [mg_snapshot 0 $moved]
         set staysnap [mg_snapshot 0 [lrange $stay 0 299]]
-        set pair [mg_pair_digest 0 1]
-        set reply [mg_migrate 0 1 $ranges]
-        mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $moved]
-        mg_assert_owner 1 $ranges
-        mg_assert_keys 1 $snap
-        mg_assert_absent 0 $moved
+        sg_migrate 0 1 $ranges [mg_snapshot 0 $moved]
         mg_assert_keys 0 $staysnap
-        assert_equal $pair [mg_pair_digest 0 1]
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
         # The moved slots are back in their groups' arenas on the
         # recipient, the background cycle moves their keys there.
         wait_for_condition 100 100 {
@@ -112,16 +120,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         mg_wait_converged
         # And back, with a few keys written on the recipient.
         foreach k [lrange $moved 0 19] { mg_touch 1 $k }
-        set snap [mg_snapshot 1 $moved]
-        set pair [mg_pair_digest 0 1]
-        set reply [mg_migrate 1 0 $ranges]
-        mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $moved]
-        mg_assert_owner 0 $ranges
-        mg_assert_keys 0 $snap
-        mg_assert_absent 1 $moved
-        assert_equal $pair [mg_pair_digest 0 1]
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
+        sg_migrate 1 0 $ranges [mg_snapshot 1 $moved]
         mg_wait_converged
         mg_cluster_check 0
     }
