@@ -511,6 +511,7 @@ void rdmaSlotAdoptCommand(client *c) {
         imgs[b].sum = sum;
         imgs[b].ranges = a[3]->ptr;    /* Read only: the arguments' own. */
         imgs[b].bytes = a[4]->ptr;
+        imgs[b].len = sdslen(a[4]->ptr);
     }
     if (slotCompactStart(&aerr) == C_ERR) {
         addReplyErrorFormat(c, "RDMASLOTADOPT: this node can't adopt slot blocks: %s", aerr);

@@ -102,7 +102,8 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
         ms->images = zcalloc(sizeof(blkBlockImage) * (ms->nblocks ? ms->nblocks : 1));
         ms->nimages = ms->nblocks;
         for (size_t b = 0; b < ms->nblocks; b++) {
-            if (blkBlockImageTake(&ms->blocks[b], &ms->images[b]) == -1) {
+            if (blkBlockImageTake(&ms->blocks[b], &ms->images[b], MIG_IMAGE_HEADROOM,
+                                  MIG_IMAGE_TAILROOM) == -1) {
                 snprintf(err, XFER_ERR_LEN, "slot %d: block %zu was rejected (bad "
                          "allocator metadata)", ms->slot, b);
                 return -1;

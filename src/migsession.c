@@ -676,38 +676,105 @@ int migSlotAdoptUsable(void) {
     return migReplicasHaveCapa(SLAVE_CAPA_SLOT_ADOPT);
 }
 
+/* One bulk string of a command fed to the replication stream as
+ * replicationFeedSlaves() feeds it. */
+static void migFeedReplBulk(const char *p, size_t len) {
+    char aux[LONG_STR_SIZE + 3];
+    int n;
+
+    aux[0] = '$';
+    n = ll2string(aux + 1, sizeof(aux) - 1, (long long)len);
+    aux[n + 1] = '\r';
+    aux[n + 2] = '\n';
+    feedReplicationBuffer(aux, n + 3);
+    feedReplicationBuffer((char *)p, len);
+    feedReplicationBuffer(aux + n + 1, 2);
+}
+
 /* Send RDMASLOTADOPT for one imported slot to the replicas and AOF.
- * Between migPropagateBegin() and migPropagateEnd(). The images' bytes
- * are taken (their sds are NULL after it; blkBlockImagesFree still frees
- * the array). */
+ * Between migPropagateBegin() and migPropagateEnd(). The images' bytes go
+ * to the replication buffer without a copy: each image was taken with
+ * room for a replication buffer block's header before its bytes
+ * (MIG_IMAGE_HEADROOM), and the block joins the buffer as it is
+ * (feedReplicationBufferBlock), its room after them taking what follows;
+ * the image gives it away (its alloc is NULL after it). Copying them
+ * there, into fresh pages the kernel had to zero, was most of the main
+ * thread's time of a recipient with replicas. The replicas receive the
+ * protocol replicationFeedSlaves() would send for the command. The AOF
+ * takes the command as arguments (copies, as before). */
 void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
                            blkBlockImage *imgs, size_t n) {
-    int argc = 5 + 5 * (int)n, j = 0;
-    robj **argv = zmalloc(sizeof(robj *) * argc);
+    int argc = 5 + 5 * (int)n;
+    char head[4][LONG_STR_SIZE];
+    size_t hlen[4];
 
-    argv[j++] = createStringObject("RDMASLOTADOPT", 13);
-    argv[j++] = createStringObjectFromLongLong(slot);
-    argv[j++] = createStringObjectFromLongLong((long long)nkeys);
-    argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
-                                                      (unsigned long long)manifest));
-    argv[j++] = createStringObjectFromLongLong((long long)n);
-    for (size_t b = 0; b < n; b++) {
-        argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
-                                 (unsigned long long)imgs[b].donor));
-        argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
-                                 (unsigned long long)imgs[b].size));
-        argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
-                                 (unsigned long long)imgs[b].sum));
-        /* Taken, not copied: the replication and AOF buffers copy them. */
-        argv[j++] = createObject(OBJ_STRING, imgs[b].ranges);
-        argv[j++] = createObject(OBJ_STRING, imgs[b].bytes);
-        imgs[b].ranges = imgs[b].bytes = NULL;
-    }
-    alsoPropagate(0, argv, argc, PROPAGATE_AOF | PROPAGATE_REPL);
+    hlen[0] = ll2string(head[0], sizeof(head[0]), slot);
+    hlen[1] = ull2string(head[1], sizeof(head[1]), (unsigned long long)nkeys);
+    hlen[2] = ull2string(head[2], sizeof(head[2]), (unsigned long long)manifest);
+    hlen[3] = ull2string(head[3], sizeof(head[3]), (unsigned long long)n);
+
+    /* Anything pending goes first, as alsoPropagate() would order it. */
     propagatePendingCommands();
+    if (server.aof_state != AOF_OFF) {
+        robj **argv = zmalloc(sizeof(robj *) * argc);
+        int j = 0;
+
+        argv[j++] = createStringObject("RDMASLOTADOPT", 13);
+        for (int k = 0; k < 4; k++) argv[j++] = createStringObject(head[k], hlen[k]);
+        for (size_t b = 0; b < n; b++) {
+            argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                     (unsigned long long)imgs[b].donor));
+            argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                     (unsigned long long)imgs[b].size));
+            argv[j++] = createObject(OBJ_STRING, sdscatprintf(sdsempty(), "%llu",
+                                     (unsigned long long)imgs[b].sum));
+            argv[j++] = createStringObject(imgs[b].ranges, sdslen(imgs[b].ranges));
+            argv[j++] = createStringObject(imgs[b].bytes, imgs[b].len);
+        }
+        alsoPropagate(0, argv, argc, PROPAGATE_AOF);
+        propagatePendingCommands();
+        for (j = 0; j < argc; j++) decrRefCount(argv[j]);
+        zfree(argv);
+    }
+    /* The replicas and the backlog (the checks of propagateNow() and
+     * replicationFeedSlaves(), which also SELECTs db 0). */
+    if (server.replication_allowed && !server.loading &&
+        replicationFeedSlavesBegin(server.slaves, 0)) {
+        char aux[LONG_STR_SIZE + 3];
+        int len;
+
+        aux[0] = '*';
+        len = ll2string(aux + 1, sizeof(aux) - 1, argc);
+        aux[len + 1] = '\r';
+        aux[len + 2] = '\n';
+        feedReplicationBuffer(aux, len + 3);
+        migFeedReplBulk("RDMASLOTADOPT", 13);
+        for (int k = 0; k < 4; k++) migFeedReplBulk(head[k], hlen[k]);
+        for (size_t b = 0; b < n; b++) {
+            char num[LONG_STR_SIZE];
+            migFeedReplBulk(num, ull2string(num, sizeof(num), (unsigned long long)imgs[b].donor));
+            migFeedReplBulk(num, ull2string(num, sizeof(num), (unsigned long long)imgs[b].size));
+            migFeedReplBulk(num, ull2string(num, sizeof(num), (unsigned long long)imgs[b].sum));
+            migFeedReplBulk(imgs[b].ranges, sdslen(imgs[b].ranges));
+
+            /* The bytes: "$<len>\r\n", the block itself, "\r\n". */
+            aux[0] = '$';
+            len = ll2string(aux + 1, sizeof(aux) - 1, (long long)imgs[b].len);
+            aux[len + 1] = '\r';
+            aux[len + 2] = '\n';
+            feedReplicationBuffer(aux, len + 3);
+            serverAssert(imgs[b].alloc != NULL &&
+                         imgs[b].bytes == (char *)imgs[b].alloc + MIG_IMAGE_HEADROOM);
+            replBufBlock *rb = imgs[b].alloc;
+            rb->used = imgs[b].len;
+            rb->size = imgs[b].len + imgs[b].room;
+            imgs[b].alloc = NULL;
+            imgs[b].bytes = NULL;
+            feedReplicationBufferBlock(rb);
+            feedReplicationBuffer(aux + len + 1, 2);
+        }
+    }
     migSlotAdoptEnd = server.master_repl_offset;
-    for (j = 0; j < argc; j++) decrRefCount(argv[j]);
-    zfree(argv);
 }
 
 /* A replica applied an RDMASLOTADOPT of its master's stream ending at

@@ -447,6 +447,13 @@ void migSlotDropApplied(long long reploff);
  * every replica attached understands it; where the last one applied on a
  * replica ended in its master's stream. */
 int migSlotAdoptUsable(void);
+/* Room around a block image's bytes: before them for a replication buffer
+ * block's header (migPropagateSlotAdopt() sends them to the replicas as
+ * one), after them for what follows in the stream (the next block's or the
+ * next slot's arguments, usually in the page already written, rather than
+ * in a new 16 KB block each). */
+#define MIG_IMAGE_HEADROOM offsetof(replBufBlock, buf)
+#define MIG_IMAGE_TAILROOM 256
 void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
                            blkBlockImage *imgs, size_t n);
 void migSlotAdoptApplied(long long reploff);

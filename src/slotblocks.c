@@ -1073,7 +1073,8 @@ void blkAdoptedFree(blkAdopted *a) {
  * donor's addresses, is what the adopt path checks already. Runs on the
  * recipient's patcher thread (reads only the block). 0, or -1 if the
  * block is not a well formed image. */
-int blkBlockImageTake(const blkMap *m, blkBlockImage *img) {
+int blkBlockImageTake(const blkMap *m, blkBlockImage *img, size_t headroom,
+                      size_t tailroom) {
     slotAllocRangeInfo stack[64], *r = stack;
     size_t n = slotAllocImageUsedRanges(m->local, m->size, r, 64), total = 0;
 
@@ -1088,7 +1089,11 @@ int blkBlockImageTake(const blkMap *m, blkBlockImage *img) {
     img->size = m->size;
     img->sum = m->sum;
     img->ranges = sdsnewlen(SDS_NOINIT, n * 2 * sizeof(uint64_t));
-    img->bytes = sdsnewlen(SDS_NOINIT, total);
+    size_t usable;
+    img->alloc = zmalloc_usable(headroom + total + tailroom, &usable);
+    img->bytes = (char *)img->alloc + headroom;
+    img->len = total;
+    img->room = usable - headroom - total;
     uint64_t *pairs = (uint64_t *)img->ranges;
     char *dst = img->bytes;
     for (size_t i = 0; i < n; i++) {
@@ -1105,7 +1110,7 @@ void blkBlockImagesFree(blkBlockImage *imgs, size_t n) {
     if (imgs == NULL) return;
     for (size_t i = 0; i < n; i++) {
         sdsfree(imgs[i].ranges);
-        sdsfree(imgs[i].bytes);
+        zfree(imgs[i].alloc);
     }
     zfree(imgs);
 }
@@ -1146,9 +1151,9 @@ static int blkImageValid(const blkBlockImage *img, sds *err, size_t b) {
         end = pair[0] + pair[1];
         total += pair[1];
     }
-    if (total != sdslen(img->bytes)) {
+    if (total != img->len) {
         *err = sdscatprintf(sdsempty(), "block %zu: %zu bytes for ranges of %zu",
-                            b, sdslen(img->bytes), total);
+                            b, img->len, total);
         return 0;
     }
     return 1;

@@ -130,17 +130,24 @@ void blkAdoptedFree(blkAdopted *a);
  * of native uint64 offset and length) and their bytes, in order; donor,
  * size and sum as in blkMap. blkBlockImageTake() copies them from a
  * received block before it is adopted (adoption and the patch rewrite
- * it); blkAdoptImages() is the replica's (or the AOF load's) side: it
+ * it), into one allocation with headroom bytes before them and at least
+ * tailroom after (where the caller may put a header and what follows:
+ * the recipient sends the bytes to its replicas as a replication buffer
+ * block, without copying them again); blkAdoptImages() is the replica's (or the AOF load's) side: it
  * rebuilds the blocks from the images and runs the recipient's checked
  * adopt path on them, links the keys and sweeps. It returns the number of
  * keys linked, or -1 with *err set and nothing of the slot adopted. */
 typedef struct blkBlockImage {
     uint64_t donor, size, sum;
     sds ranges;
-    sds bytes;
+    char *bytes;        /* len bytes */
+    size_t len;
+    void *alloc;        /* what bytes lie in, if ours (freed with the image) */
+    size_t room;        /* bytes of alloc free after them */
 } blkBlockImage;
 
-int blkBlockImageTake(const blkMap *m, blkBlockImage *img);
+int blkBlockImageTake(const blkMap *m, blkBlockImage *img, size_t headroom,
+                      size_t tailroom);
 void blkBlockImagesFree(blkBlockImage *imgs, size_t n);
 long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
                          const blkBlockImage *imgs, size_t n, sds *err);
