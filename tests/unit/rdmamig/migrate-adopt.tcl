@@ -17,7 +17,9 @@
 # that attaches in the middle of the link gets RESTOREs for the slots
 # linked after its fork (and so does the real replica), never an
 # RDMASLOTADOPT; such a replica gets no partial resync over an
-# RDMASLOTADOPT in the backlog. A
+# RDMASLOTADOPT in the backlog; one with the capability that reconnects
+# during the link continues from the backlog (where the block images are
+# blocks of their own). A
 # migration rolled back after the link leaves the replica without the
 # keys, as its master. Clients and scripts calling RDMASLOTADOPT get an
 # error and nothing changes.
@@ -404,6 +406,42 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_error {*RDMASLOTADOPT is internal*} {R 1 exec}
         foreach n {1 3} { assert_equal $before($n) [R $n debug digest] }
         assert_equal 1 [R 1 exists $k]
+    }
+
+    # The recipient sends each slot's block images to its replicas as
+    # replication buffer blocks of their own (feedReplicationBufferBlock,
+    # no copy). Its replica, disconnected twice while the link (held 15 ms
+    # per slot) sends them, continues each time from the backlog (partial
+    # resync): it ends with its master's data, having run each slot's
+    # RDMASLOTADOPT once.
+    test {RDMASLOTADOPT: a replica that reconnects during the link continues from the backlog and ends equal} {
+        mg_migrate 1 0 $F
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set nslots [ad_nonempty_slots 0 $F]
+        set adopt [ad_calls 3 rdmaslotadopt]
+        set partial [s -1 sync_partial_ok]
+        set full [s -1 sync_full]
+        R 1 config set migration-test-delay-link 15
+        set rd [mg_migrate_deferred 0 1 $F]
+        mg_wait_phase 1 link
+        for {set i 0} {$i < 2} {incr i} {
+            after 500
+            assert_equal 1 [R 1 client kill type replica]
+            wait_for_condition 100 50 {
+                [s -1 sync_partial_ok] == $partial + $i + 1
+            } else {
+                fail "node 3 did not continue from node 1's backlog"
+            }
+        }
+        assert_equal link [dict get [mg_status 1] phase]
+        set reply [mg_deferred_reply $rd 0]
+        R 1 config set migration-test-delay-link 0
+        mg_assert_reply $reply [llength [mg_expand $F]] [llength $fkeys]
+        mg_assert_replicas_equal
+        ad_assert_replica_keys 3 $snap
+        assert_equal $full [s -1 sync_full]
+        assert_equal [expr {$adopt + $nslots}] [ad_calls 3 rdmaslotadopt]
     }
 }
 
