@@ -783,3 +783,22 @@ proc mg_xor {a b} {
 proc mg_pair_digest {a b} {
     mg_xor [R $a debug digest] [R $b debug digest]
 }
+
+# Migrate ranges from node 'from' to node 'to' (each holding keys: see
+# mg_pair_digest) and check what a user relies on: the reply, the owner in
+# every node's view, every key of snap identical on 'to' and absent on
+# 'from', the two nodes' data set as a whole unchanged, both nodes' blocks
+# sound. Returns the reply.
+proc mg_migrate_checked {from to ranges snap} {
+    set keys [dict keys $snap]
+    set pair [mg_pair_digest $from $to]
+    set reply [mg_migrate $from $to $ranges]
+    mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $keys]
+    mg_assert_owner $to $ranges
+    mg_assert_keys $to $snap
+    mg_assert_absent $from $keys
+    assert_equal $pair [mg_pair_digest $from $to]
+    mg_assert_slotalloc_sound $from
+    mg_assert_slotalloc_sound $to
+    return $reply
+}
