@@ -439,14 +439,49 @@ static int migDonorKeepManifests(migSession *s) {
     return 0;
 }
 
+/* Prepare, once the slots are frozen and their manifests built: the
+ * slots that share an arena form a unit, led by its first slot in
+ * s->slots (slot order), which ships the arena's blocks for all of them
+ * (migSlot.lead). Stage 0 isolated the slots of every arena that does not
+ * move whole, and the pins keep the map still since; an arena shared with
+ * a slot that stays (the map changed before the pins: CONFIG SET) fails
+ * the migration rather than ship another slot's keys. 0, or -1. */
+static int migDonorFormUnits(migSession *s) {
+    unsigned char whole[CLUSTER_SLOTS / 8];
+    int *last = zmalloc(sizeof(int) * CLUSTER_SLOTS);   /* By arena id. */
+
+    for (int a = 0; a < CLUSTER_SLOTS; a++) last[a] = -1;
+    slotCompactWholeArenas(s->bitmap, whole);
+    for (int i = 0; i < s->nmig; i++) {
+        migSlot *ms = &s->slots[i];
+        int arena = slotAllocSlotArena(ms->slot);
+        ms->next_member = -1;
+        if (arena < 0 || last[arena] == -1) {
+            ms->lead = i;
+        } else {
+            ms->lead = s->slots[last[arena]].lead;
+            s->slots[last[arena]].next_member = i;
+        }
+        if (arena >= 0) last[arena] = i;
+        if (ms->lead != i && !migSlotIsSet(whole, ms->slot)) {
+            migFail(s, "slot %d shares arena %d with slots that do not move (slot "
+                    "groups changed during the prepare): try again", ms->slot, arena);
+            zfree(last);
+            return -1;
+        }
+    }
+    zfree(last);
+    return 0;
+}
+
 /* Prepare (phase 3), in slices. Writes to the slots flow for most of it:
  * the manifests are built while the slots are only watched (slotWatch),
  * then the slots freeze and only the manifests of the slots written
  * meanwhile are built again, so that a write waits for that short frozen
  * part and for its own slot's bytes, not for every slot's manifest. The
  * stages:
- *   0 give each slot that shares its group's arena one of its own
- *     (slotCompactIsolate), ask for the slots to relocate;
+ *   0 give each slot that shares its arena with slots that stay one of
+ *     its own (slotCompactIsolate), ask for the slots to relocate;
  *   1 relocate the slots' keys into their blocks (what background
  *     compaction still has to visit, for a bounded time);
  *   2 pin the slots (compaction leaves them alone from now on: the
@@ -458,11 +493,14 @@ static int migDonorKeepManifests(migSession *s) {
  *     blocks); keep the manifests of the slots not written since theirs
  *     was built (migDonorKeepManifests);
  *   5 build the others, frozen;
- *   6 list the blocks.
+ *   6 form the units of slots that share an arena (migDonorFormUnits),
+ *     list the blocks.
  * Returns 1 if there is more to do, MIG_SLICE_WAIT to wait for the next
  * timer event, 0 when done, -1 on failure. */
 #define MIG_PREPARE_UNFROZEN_MS 2000    /* Then go on even if not done. */
 static int migDonorPrepareStep(migSession *s) {
+    unsigned char whole[CLUSTER_SLOTS / 8];
+
     switch (s->stage) {
     case 0:
         /* Slots (or their big keys) background compaction still has to
@@ -471,11 +509,13 @@ static int migDonorPrepareStep(migSession *s) {
          * slot-affinity no nothing is in blocks and nothing relocates in
          * the background: ask for every slot with keys, and relocate it
          * here, in slices (big values from a cursor). */
+        slotCompactWholeArenas(s->bitmap, whole);
         for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
             if (!migSlotIsSet(s->bitmap, slot)) continue;
-            /* A slot sharing its group's arena gets one of its own: the
-             * blocks shipped must hold this slot's keys only. */
-            int isolated = slotCompactIsolate(slot);
+            /* A slot sharing its arena with slots that stay gets one of its
+             * own: the blocks shipped must hold the moving slots' keys only.
+             * An arena all of whose slots move goes whole (stage 6). */
+            int isolated = migSlotIsSet(whole, slot) ? 0 : slotCompactIsolate(slot);
             if (isolated == -1) {
                 migFail(s, "slot %d shares its group's arena and no arena id is "
                         "free for it", slot);
@@ -558,12 +598,18 @@ static int migDonorPrepareStep(migSession *s) {
         break;
     }
     case 6:
+        if (migDonorFormUnits(s) == -1) return -1;
         for (int i = 0; i < s->nmig; i++) {
             migSlot *ms = &s->slots[i];
             s->keys += ms->nkeys;
             s->keys_zero_copy += ms->manifest.keys_zero_copy;
             s->keys_serialized += ms->manifest.keys_serialized;
             s->bytes_serialized += (long long)ms->manifest.payload_bytes;
+            if (ms->lead != i) {                /* In its lead's blocks. */
+                ms->blocks = NULL;
+                ms->nblocks = 0;
+                continue;
+            }
             size_t n = slotAllocSlotBlocks(ms->slot, NULL, 0);
             slotAllocBlockInfo *bi = zmalloc(sizeof(*bi) * (n ? n : 1));
             n = slotAllocSlotBlocks(ms->slot, bi, n);
@@ -725,9 +771,10 @@ static int migDonorDeleteSlice(migSession *s) {
                 continue;
             }
             /* A slot left half unlinked (this node became a replica) keeps
-             * its blocks: the full sync may free its other keys on the
-             * lazyfree thread at any time. */
-            if (ms->unlinked == 2) migReleaseBulkSlot(ms->slot);
+             * its blocks, and so do the other slots of its unit: the full
+             * sync may free its other keys on the lazyfree thread at any
+             * time. */
+            if (migUnitUnlinked(s, ms)) migReleaseBulkSlot(s, ms->slot);
             else serverLog(LL_WARNING, "Slot migration: slot %d was left half "
                            "deleted (this node became a replica); its blocks "
                            "stay", ms->slot);
@@ -1218,12 +1265,16 @@ static int migDonorTransfer(migSession *s, redisContext *rc, xferConn *conn) {
     argv[argc++] = sdsnew(s->sid);
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
-        argv = zrealloc(argv, sizeof(sds) * (argc + 4 + 4 * ms->nblocks));
+        argv = zrealloc(argv, sizeof(sds) * (argc + 5 + 4 * ms->nblocks));
         argv[argc++] = sdsfromlonglong(ms->slot);
         argv[argc++] = sdsfromlonglong((long long)ms->nkeys);
         argv[argc++] = sdscatprintf(sdsempty(), "%llu",
                                     (unsigned long long)(uintptr_t)ms->manifest.addr);
         argv[argc++] = sdsfromlonglong((long long)ms->nblocks);
+        if (ms->lead != i) {                    /* A member: its lead. */
+            argv[argc++] = sdsfromlonglong(s->slots[ms->lead].slot);
+            continue;
+        }
         for (size_t b = 0; b < ms->nblocks; b++) {
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].donor);
             argv[argc++] = sdscatprintf(sdsempty(), "%llu", (unsigned long long)ms->blocks[b].size);
@@ -1328,6 +1379,9 @@ static int migDonorTransfer(migSession *s, redisContext *rc, xferConn *conn) {
                     while (sent_done[in_order]) in_order++;
                     cur = in_order;
                 }
+                /* A member's bytes are its lead's (which is not sent yet:
+                 * its members are done with it). */
+                cur = s->slots[cur].lead;
                 pos = cur ? slot_end[cur - 1] : 0;
             }
             while (pos < slot_end[cur] &&
@@ -1336,8 +1390,10 @@ static int migDonorTransfer(migSession *s, redisContext *rc, xferConn *conn) {
                 chunk += segs[pos++].len;
             }
             if (pos < slot_end[cur]) break;             /* The chunk is full. */
-            sent_done[cur] = 1;
-            s->d.sent_order[completed++] = cur;
+            for (int m = cur; m != -1; m = s->slots[m].next_member) {
+                sent_done[m] = 1;
+                s->d.sent_order[completed++] = m;
+            }
             cur = -1;
         }
         pacer.bytes += (long long)chunk;

@@ -24,7 +24,9 @@
  * 3: RDMAREGISTER, RDMADONE and RDMAREPLAY name the import session too
  * (their first argument): every message after INITRDMASERVER does.
  * 4: block layout version 2 (slotalloc.c: jemalloc's size classes, 512
- * bitmap bits per page). */
-#define MIG_PROTOCOL_VERSION 4
+ * bitmap bits per page).
+ * 5: slot groups: an RDMAREGISTER entry may carry no block and name
+ * instead an earlier slot (its lead) whose blocks hold its keys too. */
+#define MIG_PROTOCOL_VERSION 5
 
 #endif

@@ -97,8 +97,10 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
         }
     }
     /* For RDMASLOTADOPT: the images as sent, before adoption and the
-     * patch rewrite them (blkBlockImageTake says why these). */
-    if (s->r.keep_images) {
+     * patch rewrite them (blkBlockImageTake says why these). Not for a
+     * unit of several slots: RDMASLOTADOPT carries one slot's keys, so
+     * its slots go as RESTOREs. */
+    if (s->r.keep_images && ms->next_member == -1) {
         ms->images = zcalloc(sizeof(blkBlockImage) * (ms->nblocks ? ms->nblocks : 1));
         ms->nimages = ms->nblocks;
         for (size_t b = 0; b < ms->nblocks; b++) {
@@ -118,17 +120,30 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
         }
         ms->adopted = (int)b + 1;
     }
-    ms->has_keys = 1;
-    if (blkPatchSlot(ms->slot, ms->blocks, ms->nblocks, ms->manifest_addr,
-                     ms->nkeys, &ms->keys, &perr) == C_ERR) {
-        snprintf(err, XFER_ERR_LEN, "slot %d: %s", ms->slot, perr);
-        sdsfree(perr);
-        return -1;
+    /* The slot, then its unit's members (their manifests and keys are in
+     * these blocks): each is checked and patched against the same map,
+     * no allocation may belong to two of them, and the sweep frees what
+     * none of them owns. A sweep per slot would free the others' keys. */
+    for (int i = (int)(ms - s->slots); i != -1; i = s->slots[i].next_member) {
+        migSlot *m = &s->slots[i];
+        m->has_keys = 1;
+        if (blkPatchSlot(m->slot, ms->blocks, ms->nblocks, m->manifest_addr,
+                         m->nkeys, &m->keys, &perr) == C_ERR) {
+            snprintf(err, XFER_ERR_LEN, "slot %d: %s", m->slot, perr);
+            sdsfree(perr);
+            return -1;
+        }
+        if (m != ms && blkAdoptedMergeOwned(&ms->keys, &m->keys, ms->blocks,
+                                            ms->nblocks) == -1) {
+            snprintf(err, XFER_ERR_LEN, "slot %d: an allocation is owned by keys of "
+                     "slot %d too", m->slot, ms->slot);
+            return -1;
+        }
+        s->keys += m->keys.nkeys;
+        s->keys_zero_copy += m->keys.keys_zero_copy;
+        s->keys_serialized += m->keys.keys_serialized;
     }
     blkSweepGarbage(&ms->keys, ms->blocks, ms->nblocks);
-    s->keys += ms->keys.nkeys;
-    s->keys_zero_copy += ms->keys.keys_zero_copy;
-    s->keys_serialized += ms->keys.keys_serialized;
     return 0;
 }
 
@@ -391,6 +406,8 @@ static void *migRecipientThread(void *arg) {
     /* The slots not queued during the transfer (all of them over RDMA,
      * or on one CPU) go to the patcher now; wait for it. */
     for (int i = 0; i < s->nmig; i++) {
+        /* A member is patched with its lead. */
+        if (s->slots[i].lead != i) continue;
         if (s->slots[i].blocks_left == 0 && s->r.patch_overlap) continue;
         s->slots[i].blocks_left = 0;
         if (migRecipientQueuePatch(s, i, err) == -1) break;
@@ -520,13 +537,20 @@ static int migRecipientRollbackSlice(migSession *s) {
         while (s->stage < s->nmig && elapsedUs(start) < MIG_SLICE_US) {
             migSlot *ms = &s->slots[s->stage++];
             if (server.cluster->slots[ms->slot] == server.cluster->myself) continue;
-            /* Before the blocks go: it looks at whether values lie in them. */
+            /* Before the blocks go: it looks at whether values lie in them
+             * (the blocks of a unit's lead hold its members' keys too). */
+            for (int m = ms->lead == ms - s->slots ? (int)(ms - s->slots) : -1;
+                 m != -1; m = s->slots[m].next_member) {
+                if (!s->slots[m].has_keys) continue;
+                blkAdoptedFree(&s->slots[m].keys);
+                s->slots[m].has_keys = 0;
+            }
             if (ms->has_keys) {
                 blkAdoptedFree(&ms->keys);
                 ms->has_keys = 0;
             }
-            if (ms->bulk && ms->unlinked == 2) {
-                migReleaseBulkSlot(ms->slot);
+            if (ms->bulk && migUnitUnlinked(s, ms)) {
+                migReleaseBulkSlot(s, ms->slot);
                 for (size_t b = 0; b < ms->nblocks; b++) ms->blocks[b].local = NULL;
                 continue;
             }
@@ -942,8 +966,37 @@ static migSession *migRecipientOf(client *c) {
     return s;
 }
 
+/* The index of slot among the n entries of a RDMAREGISTER parsed so far,
+ * or -1. */
+static int migRegisterFind(migSlot *slots, int n, int slot) {
+    for (int i = n - 1; i >= 0; i--)
+        if (slots[i].slot == slot) return i;
+    return -1;
+}
+
+/* Map the slots of each unit of a RDMAREGISTER to one arena
+ * (slotCompactUnite). 0, or -1 with the error replied. */
+static int migRegisterUnite(client *c, migSlot *slots, int n) {
+    int *unit = zmalloc(sizeof(int) * (n ? n : 1));
+
+    for (int i = 0; i < n; i++) {
+        int k = 0;
+        if (slots[i].lead != i || slots[i].next_member == -1) continue;
+        for (int m = i; m != -1; m = slots[m].next_member) unit[k++] = slots[m].slot;
+        if (slotCompactUnite(unit, k) == -1) {
+            addReplyErrorFormat(c, "RDMAREGISTER: no arena id is free for the %d "
+                                "slots led by slot %d", k, slots[i].slot);
+            zfree(unit);
+            return -1;
+        }
+    }
+    zfree(unit);
+    return 0;
+}
+
 /* RDMAREGISTER <session> <slot> <nkeys> <manifest-addr> <nblocks>
- *              [<donor-addr> <size> <bytes> <checksum>]... [<slot> ...] */
+ *              [<donor-addr> <size> <bytes> <checksum>]... [<slot> ...]
+ * (nblocks 0: then <lead-slot>, see migSlot.lead) */
 void rdmaRegisterCommand(client *c) {
     migSession *s = migRecipientOf(c);
     if (s == NULL) return;
@@ -964,11 +1017,11 @@ void rdmaRegisterCommand(client *c) {
             getLongLongFromObject(c->argv[j], &slot) != C_OK || slot < 0 || slot >= CLUSTER_SLOTS ||
             getLongLongFromObject(c->argv[j + 1], &nkeys) != C_OK || nkeys < 0 ||
             !string2ull(c->argv[j + 2]->ptr, &maddr) ||
-            getLongLongFromObject(c->argv[j + 3], &nblocks) != C_OK || nblocks < 1 ||
-            nblocks > (c->argc - j - 4) / 4) {
+            getLongLongFromObject(c->argv[j + 3], &nblocks) != C_OK || nblocks < 0 ||
+            (nblocks == 0 && c->argc - j < 5) || nblocks > (c->argc - j - 4) / 4) {
             addReplyErrorFormat(c, "RDMAREGISTER: bad slot entry at argument %d "
                 "(<slot> <nkeys> <manifest-addr> <nblocks> then <addr> <size> "
-                "<bytes> <checksum> per block)", j);
+                "<bytes> <checksum> per block, or 0 then <lead-slot>)", j);
             goto err;
         }
         if (migSlotIsSet(seen, (int)slot)) {
@@ -991,8 +1044,29 @@ void rdmaRegisterCommand(client *c) {
         ms->nkeys = (size_t)nkeys;
         ms->manifest_addr = maddr;
         ms->nblocks = (size_t)nblocks;
-        ms->blocks = zcalloc(sizeof(blkMap) * nblocks);
+        ms->blocks = zcalloc(sizeof(blkMap) * (nblocks ? nblocks : 1));
+        ms->lead = n - 1;
+        ms->next_member = -1;
         j += 4;
+        if (nblocks == 0) {
+            /* A member of a unit (slot groups): its keys are in the blocks
+             * of its lead, an earlier entry with blocks; it joins the end
+             * of the lead's members. */
+            long long lead;
+            int li;
+            if (getLongLongFromObject(c->argv[j], &lead) != C_OK || lead < 0 ||
+                lead >= CLUSTER_SLOTS || (li = migRegisterFind(slots, n - 1, (int)lead)) == -1 ||
+                slots[li].nblocks == 0) {
+                addReplyErrorFormat(c, "RDMAREGISTER: slot %lld has no block and its "
+                    "lead '%s' is no earlier slot with blocks", slot, (char *)c->argv[j]->ptr);
+                goto err;
+            }
+            ms->lead = li;
+            while (slots[li].next_member != -1) li = slots[li].next_member;
+            slots[li].next_member = n - 1;
+            j++;
+            continue;
+        }
         for (long long b = 0; b < nblocks; b++, j += 4) {
             unsigned long long a, sz, bytes, sum;
             if (!string2ull(c->argv[j]->ptr, &a) || !string2ull(c->argv[j + 1]->ptr, &sz) ||
@@ -1017,9 +1091,13 @@ void rdmaRegisterCommand(client *c) {
             "used memory past maxmemory", total);
         goto err;
     }
+    /* The slots of each unit share one arena, the one the lead's blocks
+     * are reserved in (the members' keys are checked against it). */
+    if (migRegisterUnite(c, slots, n) == -1) goto err;
     /* Reserve every slot's blocks, all or nothing. */
     for (int i = 0; i < n; i++) {
         migSlot *ms = &slots[i];
+        if (ms->nblocks == 0) continue;         /* A member: its lead's. */
         size_t *sizes = zmalloc(sizeof(size_t) * ms->nblocks);
         void **addrs = zmalloc(sizeof(void *) * ms->nblocks);
         for (size_t b = 0; b < ms->nblocks; b++) sizes[b] = ms->blocks[b].size;

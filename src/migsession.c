@@ -528,13 +528,25 @@ void migReleaseIfEmpty(int slot) {
         slotCompactRetireSlot(slot);
 }
 
+/* Whether every slot of ms's unit (its lead and the lead's members; the
+ * slot alone without slot groups) had all its keys unlinked: only then
+ * may the blocks they share go wholesale. */
+int migUnitUnlinked(migSession *s, migSlot *ms) {
+    for (int i = ms->lead; i != -1; i = s->slots[i].next_member)
+        if (s->slots[i].unlinked != 2) return 0;
+    return 1;
+}
+
 /* Release the blocks of a bulk slot whose keys were all unlinked, unless
  * keys came back to it meanwhile: a node turned replica loads its master's
  * data, which background compaction may move into the slot's blocks. Then
- * the blocks stay, with the unlinked keys' memory in them (logged). */
-void migReleaseBulkSlot(int slot) {
+ * the blocks stay, with the unlinked keys' memory in them (logged). The
+ * blocks are its arena's: shared with the other slots of its unit (slot
+ * groups), they go only once none of the slots sharing them holds a key,
+ * all of them slots of the migration (s->bitmap). */
+void migReleaseBulkSlot(migSession *s, int slot) {
     if (countKeysInSlot(slot) == 0) {
-        slotCompactRetireSlot(slot);
+        slotCompactRetireUnit(slot, s->bitmap);
         return;
     }
     serverLog(LL_WARNING, "Slot migration: slot %d holds keys again (a full "

@@ -125,9 +125,17 @@ typedef struct migSlot {
     int restarted;                  /* Begun again once while watched (the
                                      * slot was written between two of its
                                      * steps). */
-    /* Both: the blocks (donor addresses; recipient: local copies too). */
+    /* Both: the blocks (donor addresses; recipient: local copies too).
+     * Slots that share an arena and move whole (a unit: slot groups,
+     * slotCompactWholeArenas) ship it once: the unit's first slot with
+     * keys, its lead, carries every block of the arena; the other slots,
+     * its members, have no block (nblocks 0) and manifests in the lead's
+     * blocks. lead: index in s->slots of the slot's lead (its own for a
+     * lead); next_member: the lead's (then each member's) next member, -1
+     * for none. docs/DESIGN.md, "Slot groups". */
     blkMap *blocks;
     size_t nblocks;
+    int lead, next_member;
     uint64_t manifest_addr;         /* Recipient: from RDMAREGISTER. */
     int adopted;                    /* Recipient: blocks adopted. */
     blkAdopted keys;                /* Recipient: patched keys. */
@@ -461,7 +469,8 @@ migSlot *migSlotEntry(migSession *s, int slot);
 int migLazyfreeBarrierPassed(migSession *s, int purge);
 void migUnpinAll(migSession *s);
 void migReleaseIfEmpty(int slot);
-void migReleaseBulkSlot(int slot);
+int migUnitUnlinked(migSession *s, migSlot *ms);
+void migReleaseBulkSlot(migSession *s, int slot);
 /* The donor's recorded writes, freed (commands only, or everything);
  * migEndSession frees them too. */
 void migCaptureFreeArgs(migSession *s);

@@ -284,7 +284,11 @@ typedef struct saArena {
     int mixed;              /* A slot was mapped away while the arena held
                              * allocations: they may be that slot's, so
                              * the arena is not only its slots' until it
-                             * empties ("Slot groups"). */
+                             * empties, or until each such slot came back:
+                             * those slots are left[0..nleft) ("Slot
+                             * groups"). */
+    uint16_t *left;
+    int nleft, cap_left;
     saPageInfo *partial[SA_NUM_CLASSES]; /* Slabs with free chunks. */
     saPageInfo *spans[SA_SPAN_BINS];     /* Free page spans. */
 } saArena;
@@ -837,7 +841,7 @@ static void saArenaDropBlock(saArena *a, saBlock *b, int retire) {
     a->block_bytes -= b->size;
     a->used_bytes -= b->used_bytes;
     a->live -= b->live;
-    if (a->live == 0) a->mixed = 0;
+    if (a->live == 0) a->mixed = a->nleft = 0;
     saStatSub(used_bytes, b->used_bytes);
     saStatSub(live, b->live);
     saBlockGiveUp(b, retire);
@@ -878,7 +882,7 @@ static void saBlockUnuse(saArena *a, saBlock *b, size_t bytes) {
     b->used_bytes -= bytes;
     a->live--;
     a->used_bytes -= bytes;
-    if (a->live == 0) a->mixed = 0;
+    if (a->live == 0) a->mixed = a->nleft = 0;
     saStatSub(live, 1);
     saStatSub(used_bytes, bytes);
     if (b->live == 0) saBlockEmptied(a, b);
@@ -1130,6 +1134,7 @@ void slotAllocShutdown(void) {
         saArena *a = atomic_load(&sa.arenas[slot]);
         if (!a) continue;
         pthread_mutex_destroy(&a->lock);
+        free(a->left);
         free(a);
     }
     munmap(sa.ext, (size_t)sa.nunits * sizeof(saExtTag));
@@ -1272,6 +1277,36 @@ static int saArenaIsEmpty(saArena *a) {
     return !a || (a->live == 0 && !a->detached);
 }
 
+/* An arena's slots mapped away while it held allocations (saArena.left),
+ * arena lock held. An arena that cannot record one more stays mixed until
+ * it empties (left NULL, mixed set). */
+static void saArenaLeftAdd(saArena *a, int slot) {
+    a->mixed = 1;
+    for (int i = 0; i < a->nleft; i++)
+        if (a->left[i] == slot) return;
+    if (a->nleft == a->cap_left) {
+        int cap = a->cap_left ? a->cap_left * 2 : 4;
+        uint16_t *l = realloc(a->left, sizeof(uint16_t) * cap);
+        if (l == NULL) {
+            a->nleft = -1;          /* Forgotten: mixed until empty. */
+            return;
+        }
+        saStatAdd(meta_bytes, sizeof(uint16_t) * (cap - a->cap_left));
+        a->left = l;
+        a->cap_left = cap;
+    }
+    if (a->nleft >= 0) a->left[a->nleft++] = (uint16_t)slot;
+}
+
+static void saArenaLeftRemove(saArena *a, int slot) {
+    for (int i = 0; i < a->nleft; i++) {
+        if (a->left[i] != slot) continue;
+        a->left[i] = a->left[--a->nleft];
+        if (a->nleft == 0) a->mixed = 0;
+        return;
+    }
+}
+
 /* Map 'slot' to arena 'id': its allocations from now on come from that
  * arena. What the slot already allocated stays where it is (the placement
  * layer moves it: "Slot groups"), and Realloc keeps an allocation in its
@@ -1289,7 +1324,13 @@ int slotAllocMapSlot(int slot, int id) {
     if (a) {
         /* Arena lock before the global one (see Locking). */
         pthread_mutex_lock(&a->lock);
-        if (a->live || a->ndetached) a->mixed = 1;
+        if (a->live || a->ndetached) saArenaLeftAdd(a, slot);
+        pthread_mutex_unlock(&a->lock);
+    }
+    /* Back home: what it left in its arena is its arena's again. */
+    if (old != id && (a = saArenaGet(id, 0)) != NULL) {
+        pthread_mutex_lock(&a->lock);
+        saArenaLeftRemove(a, slot);
         pthread_mutex_unlock(&a->lock);
     }
     pthread_mutex_lock(&sa.lock);
@@ -3182,6 +3223,13 @@ static int saTestGroups(void) {
     int mixed;
     SA_CHECK(slotAllocArenaSlots(65, &mixed) == 0 && mixed == 1);  /* Holds 'old'. */
     SA_CHECK(slotAllocArenaSlots(66, &mixed) == 0 && mixed == 0);
+    /* Mixed until every slot that left while it held allocations is back. */
+    SA_CHECK(slotAllocMapSlot(65, 65) == 0 && slotAllocArenaSlots(65, &mixed) == 1 && !mixed);
+    SA_CHECK(slotAllocMapSlot(66, 65) == 0 && slotAllocMapSlot(66, 64) == 0 &&
+             slotAllocArenaSlots(65, &mixed) == 1 && mixed);
+    SA_CHECK(slotAllocMapSlot(66, 65) == 0 && slotAllocArenaSlots(65, &mixed) == 2 && !mixed);
+    SA_CHECK(slotAllocMapSlot(65, 64) == 0 && slotAllocMapSlot(66, 64) == 0 &&
+             slotAllocArenaSlots(65, &mixed) == 0 && mixed);
     /* 64 slots' small keys share one slab of one block. */
     for (int s = 64; s < 128; s++) {
         SA_CHECK((p[s - 64] = slotAllocMalloc(s, 24)) != NULL);

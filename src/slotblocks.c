@@ -1043,6 +1043,25 @@ size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap) {
     return freed;
 }
 
+/* Add what b's keys own to a's: the slots of a unit (slot groups) are
+ * patched with one map (map, nmap: the one both were patched with), so
+ * their bitmaps have the same shape, and one sweep with the union frees
+ * what none of them owns. Returns -1 if an allocation is owned by keys of
+ * both (one free would corrupt the other). */
+int blkAdoptedMergeOwned(blkAdopted *a, const blkAdopted *b, const blkMap *map, size_t nmap) {
+    uint64_t twice = 0;
+
+    serverAssert(a->nowned == nmap && b->nowned == nmap);
+    for (size_t i = 0; i < nmap; i++) {
+        size_t words = (map[i].size / SLOTALLOC_GRANULE + 63) / 64;
+        for (size_t w = 0; w < words; w++) {
+            twice |= a->owned[i][w] & b->owned[i][w];
+            a->owned[i][w] |= b->owned[i][w];
+        }
+    }
+    return twice ? -1 : 0;
+}
+
 /* Free what is left of an adoption: keys not linked (only their DUMP-path
  * values, which live outside the blocks; zero-copy memory goes with the
  * blocks), and the bookkeeping. */

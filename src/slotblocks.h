@@ -123,6 +123,8 @@ void blkSerializeAdopted(blkAdopted *a);
 size_t blkLinkAdopted(blkAdopted *a, size_t max);
 size_t blkFreeBlockAllocs(void *block, const uint64_t *keep);
 size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap);
+int blkAdoptedMergeOwned(blkAdopted *a, const blkAdopted *b, const blkMap *map,
+                         size_t nmap);
 void blkAdoptedFree(blkAdopted *a);
 
 /* A received block as the donor sent it, kept by the recipient for its

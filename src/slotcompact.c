@@ -281,6 +281,47 @@ void slotCompactRegroup(int slot) {
 #endif
 }
 
+/* See slotcompact.h. One pass over the slots: how many of the migration's
+ * slots map to each arena, against how many slots map to it at all. */
+int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole) {
+    uint16_t *moving;
+    int n = 0;
+
+    memset(whole, 0, CLUSTER_SLOTS / 8);
+    if (!sc.initialized) return 0;
+    moving = zcalloc(sizeof(uint16_t) * CLUSTER_SLOTS);
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+        if ((bitmap[slot >> 3] >> (slot & 7)) & 1) moving[slotAllocSlotArena(slot)]++;
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        int arena, mixed;
+        if (!((bitmap[slot >> 3] >> (slot & 7)) & 1)) continue;
+        arena = slotAllocSlotArena(slot);
+        if (slotAllocArenaSlots(arena, &mixed) != moving[arena] || mixed) continue;
+        whole[slot >> 3] |= 1 << (slot & 7);
+        n++;
+    }
+    zfree(moving);
+    return n;
+}
+
+/* See slotcompact.h. The arena: the first slot's group's, when nothing
+ * maps to it or lies in it (an import of a whole group into a node of the
+ * same group size: the slots are already where they rest, nothing moves
+ * after the import), else any unused one (Unpin maps the slots back to
+ * their groups and the background cycle relocates their keys there). */
+int slotCompactUnite(const int *slots, int n) {
+    int want, id, mixed;
+
+    if (!sc.initialized || n < 1) return -1;
+    want = slotCompactGroupArena(slots[0]);
+    if (slotAllocArenaSlots(want, &mixed) == 0 && slotAllocUnusedArena(want) == want)
+        id = want;
+    else if ((id = slotAllocUnusedArena(slots[0])) == -1)
+        return -1;
+    for (int i = 0; i < n; i++) slotAllocMapSlot(slots[i], id);
+    return id;
+}
+
 /* Reserve the slot allocator's range and route zmalloc to it (main
  * thread). Returns C_ERR, logged, if the range cannot be reserved. */
 static int slotCompactReserve(void) {
@@ -690,14 +731,27 @@ int slotCompactValueInSlot(robj *o, int slot) {
     }
 }
 
-static size_t slotCompactDropSlot(int slot, int retire) {
+/* Whether every slot mapping to arena is in unit (a bitmap) and holds no
+ * key: then nothing but what the caller let go of can lie in the arena. */
+static int slotCompactUnitOwnsArena(int arena, const unsigned char *unit) {
+    for (int t = 0; t < CLUSTER_SLOTS; t++) {
+        if (slotAllocSlotArena(t) != arena) continue;
+        if (!((unit[t >> 3] >> (t & 7)) & 1) || countKeysInSlot(t)) return 0;
+    }
+    return 1;
+}
+
+static size_t slotCompactDropSlot(int slot, int retire, const unsigned char *unit) {
     slotAllocSlotStat st;
 
     /* Wholesale is for a slot with an arena of its own (a migration's
-     * slots are isolated): a group's arena also holds its other slots'
-     * keys. Never the case by design; if it were, the blocks stay. */
+     * slots are isolated), or for the slots of a unit that moved whole
+     * (every slot sharing the arena, all emptied): otherwise the arena
+     * also holds other slots' keys. Never the case by design; if it were,
+     * the blocks stay. */
     slotAllocSlotStats(slot, &st);
-    if ((st.arena_slots > 1 || st.arena_mixed) && st.live_allocs) {
+    if (st.live_allocs && (st.arena_mixed || (st.arena_slots > 1 &&
+        (unit == NULL || !slotCompactUnitOwnsArena(st.arena, unit))))) {
         serverLog(LL_WARNING, "slot-affinity: slot %d's arena %d holds other "
                   "slots' keys too: its blocks stay", slot, st.arena);
         return 0;
@@ -717,7 +771,7 @@ static size_t slotCompactDropSlot(int slot, int retire) {
  * nothing still points into the blocks, on any thread (no pending lazy
  * free of the slot's objects). Returns the bytes released. */
 size_t slotCompactReleaseSlot(int slot) {
-    return slotCompactDropSlot(slot, 0);
+    return slotCompactDropSlot(slot, 0, NULL);
 }
 
 /* slotCompactReleaseSlot(), but the blocks' pages go back to the OS only
@@ -725,7 +779,14 @@ size_t slotCompactReleaseSlot(int slot) {
  * hundreds of MB that is tens of ms of kernel time). The slot is empty at
  * once. */
 size_t slotCompactRetireSlot(int slot) {
-    return slotCompactDropSlot(slot, 1);
+    return slotCompactDropSlot(slot, 1, NULL);
+}
+
+/* slotCompactRetireSlot() for a slot whose arena a migration moved whole
+ * with the other slots of unit (slotCompactWholeArenas): allowed once no
+ * slot sharing the arena holds a key. */
+size_t slotCompactRetireUnit(int slot, const unsigned char *unit) {
+    return slotCompactDropSlot(slot, 1, unit);
 }
 
 #ifdef HAVE_DEFRAG

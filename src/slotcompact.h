@@ -84,6 +84,16 @@ int slotCompactIsPinned(int slot);
  * over (Unpin does), to be relocated there in the background. */
 int slotCompactIsolate(int slot);
 void slotCompactRegroup(int slot);
+/* A migration of the slots in bitmap may ship an arena whole, without
+ * isolating its slots, when every slot mapping to it moves and it holds
+ * nobody else's leftovers (not mixed). WholeArenas sets in whole (a
+ * bitmap of CLUSTER_SLOTS bits) the slots of bitmap whose arena is such a
+ * unit, one of its own included, and returns how many. Unite (recipient)
+ * maps the n slots of a unit an import receives to one arena free of
+ * anything else, before their blocks are reserved: the arena's id, or -1
+ * if no id is free. */
+int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole);
+int slotCompactUnite(const int *slots, int n);
 /* One key now, even in a pinned slot (a migration's stragglers). */
 int slotCompactKeyNow(struct dictEntry *de);
 /* A value and its flat payload are in the slot's blocks. */
@@ -91,6 +101,7 @@ int slotCompactValueInSlot(struct redisObject *o, int slot);
 /* Drop a slot's blocks wholesale, accounting used_memory. */
 size_t slotCompactReleaseSlot(int slot);
 size_t slotCompactRetireSlot(int slot);
+size_t slotCompactRetireUnit(int slot, const unsigned char *unit);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);

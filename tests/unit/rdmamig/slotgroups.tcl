@@ -8,10 +8,12 @@
 #    bytes in groups than one slot per arena, and CONFIG SET moves the keys
 #    between the two layouts with nothing changed;
 # 3. a migration of a range that splits groups, both ways: every key
-#    identical, both nodes' blocks sound, the donor's other slots of the
-#    split groups untouched, the moved slots back in their groups' arenas
-#    on the recipient;
-# 4. bad values are refused and change nothing.
+#    identical, both nodes' blocks sound, only the split groups' slots
+#    relocated, the donor's other slots of the split groups untouched, the
+#    moved slots back in their groups' arenas on the recipient;
+# 4. a migration of whole groups ships their arenas as they are: nothing
+#    relocated on either node, every key identical, and back;
+# 5. bad values are refused and change nothing.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -85,6 +87,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         set staysnap [mg_snapshot 0 [lrange $stay 0 299]]
         mg_migrate_checked 0 1 $ranges [mg_snapshot 0 $moved]
         mg_assert_keys 0 $staysnap
+        # Only the split groups' slots were relocated: groups 128-191 and
+        # 192-255 moved whole, their arenas shipped as they were.
+        set edges [mg_keys_in $keys [mg_slotset {100-127 256-300}]]
+        assert_equal [llength $edges] [mg_info 0 migration_last_relocated_keys]
         # The moved slots are back in their groups' arenas on the
         # recipient, the background cycle moves their keys there.
         wait_for_condition 100 100 {
@@ -104,6 +110,42 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         # And back, with a few keys written on the recipient.
         foreach k [lrange $moved 0 19] { mg_touch 1 $k }
         mg_migrate_checked 1 0 $ranges [mg_snapshot 1 $moved]
+        mg_wait_converged
+        mg_cluster_check 0
+    }
+
+    test {Slot groups: whole groups move without relocation, and come back} {
+        # Groups 1024-1087 and 1088-1151, with keys of every type, TTLs
+        # and big ones.
+        set ranges {1024-1151}
+        set gkeys [mg_keys_in $keys [mg_slotset $ranges]]
+        lappend gkeys {*}[mg_fill 0 sgw 400 [mg_slotset $ranges]]
+        lappend gkeys {*}[mg_fill_big 0 sgbig [mg_slotset {1100}] 20000]
+        R 0 debug slotcompact all
+        mg_assert_slotalloc_sound 0
+        mg_migrate_checked 0 1 $ranges [mg_snapshot 0 $gkeys]
+        assert_equal 0 [mg_info 0 migration_last_relocated_keys]
+        # On the recipient, the groups are in their own arenas already:
+        # only the values that travelled as DUMP payloads (big hash
+        # tables, skiplists, streams) are in the heap, for the background
+        # cycle to place.
+        foreach s {1024 1087 1088 1100 1151} {
+            assert_equal [expr {$s & ~63}] [dict get [R 1 cluster slotblocks $s] arena]
+        }
+        R 1 debug slotcompact all
+        foreach s {1024 1087 1088 1100 1151} {
+            set d [R 1 cluster slotblocks $s]
+            assert_equal [dict get $d keys] [dict get $d keys_in_blocks]
+        }
+        # The donor let go of the groups' blocks whole.
+        foreach s {1024 1100} {
+            assert_equal 0 [dict get [R 0 cluster slotblocks $s] blocks]
+        }
+        mg_wait_converged
+        # And back, after writes on the recipient.
+        foreach k [lrange $gkeys 0 29] { mg_touch 1 $k }
+        mg_migrate_checked 1 0 $ranges [mg_snapshot 1 $gkeys]
+        assert_equal 0 [mg_info 1 migration_last_relocated_keys]
         mg_wait_converged
         mg_cluster_check 0
     }
