@@ -461,8 +461,10 @@ void rdmaSlotDropCommand(client *c) {
 }
 
 /* RDMASLOTADOPT <slot> <nkeys> <manifest> <nblocks>
- *               [<donor-address> <size> <checksum> <ranges> <bytes>]...:
- * adopt one slot's keys from the blocks a migration's donor sent (images,
+ *               [<donor-address> <size> <checksum> <ranges> <bytes>]...
+ *               [MEMBERS <n> [<slot> <nkeys> <manifest>]...]:
+ * adopt one slot's keys (with MEMBERS, the keys of a unit's slots: slot
+ * groups, capa rdma-unit-adopt) from the blocks a migration's donor sent (images,
  * blkBlockImage), as the recipient did: what a recipient sends its
  * replicas and AOF for each imported slot instead of a RESTORE per key
  * (migsession.c, "Adopting slots on replicas and AOF"). Like RDMASLOTDROP,
@@ -490,10 +492,47 @@ void rdmaSlotAdoptCommand(client *c) {
         getLongLongFromObject(c->argv[2], &nkeys) != C_OK || nkeys < 1 ||
         !string2ull(c->argv[3]->ptr, &manifest) ||
         getLongLongFromObject(c->argv[4], &nblocks) != C_OK || nblocks < 1 ||
-        nblocks > (c->argc - 5) / 5 || c->argc != 5 + 5 * nblocks) {
+        nblocks > (c->argc - 5) / 5) {
         addReplyError(c, "RDMASLOTADOPT: bad slot, key count, manifest address or "
                          "block count, or not 5 arguments per block");
         return;
+    }
+    /* MEMBERS <n> [<slot> <nkeys> <manifest>]...: the other slots of a
+     * unit (slot groups) whose keys are in these blocks too. */
+    int m = 5 + 5 * (int)nblocks;
+    long long nmembers = 0;
+    if (c->argc != m && (c->argc < m + 2 || strcasecmp(c->argv[m]->ptr, "members") ||
+        getLongLongFromObject(c->argv[m + 1], &nmembers) != C_OK || nmembers < 1 ||
+        nmembers >= CLUSTER_SLOTS || c->argc != m + 2 + 3 * nmembers)) {
+        addReplyError(c, "RDMASLOTADOPT: not 5 arguments per block, then nothing or "
+                         "MEMBERS <n> and 3 arguments (slot, key count, manifest) per member");
+        return;
+    }
+    blkUnitSlot *us = zmalloc(sizeof(*us) * (nmembers + 1));
+    us[0].slot = (int)slot;
+    us[0].nkeys = (size_t)nkeys;
+    us[0].manifest = manifest;
+    for (long long k = 1; k <= nmembers; k++) {
+        robj **a = c->argv + m + 2 + 3 * (k - 1);
+        long long ms, mk;
+        unsigned long long mm;
+        int dup = 0;
+        if (getLongLongFromObject(a[0], &ms) != C_OK || ms < 0 || ms >= CLUSTER_SLOTS ||
+            getLongLongFromObject(a[1], &mk) != C_OK || mk < 1 || !string2ull(a[2]->ptr, &mm)) {
+            addReplyErrorFormat(c, "RDMASLOTADOPT: member %lld: bad slot, key count or "
+                                "manifest address", k);
+            zfree(us);
+            return;
+        }
+        for (long long i = 0; i < k; i++) dup |= us[i].slot == (int)ms;
+        if (dup) {
+            addReplyErrorFormat(c, "RDMASLOTADOPT: slot %lld is given twice", ms);
+            zfree(us);
+            return;
+        }
+        us[k].slot = (int)ms;
+        us[k].nkeys = (size_t)mk;
+        us[k].manifest = mm;
     }
     blkBlockImage *imgs = zcalloc(sizeof(*imgs) * nblocks);
     for (long long b = 0; b < nblocks; b++) {
@@ -504,6 +543,7 @@ void rdmaSlotAdoptCommand(client *c) {
             addReplyErrorFormat(c, "RDMASLOTADOPT: block %lld: bad address, size or "
                                 "checksum", b);
             zfree(imgs);
+            zfree(us);
             return;
         }
         imgs[b].donor = donor;
@@ -516,11 +556,12 @@ void rdmaSlotAdoptCommand(client *c) {
     if (slotCompactStart(&aerr) == C_ERR) {
         addReplyErrorFormat(c, "RDMASLOTADOPT: this node can't adopt slot blocks: %s", aerr);
         zfree(imgs);
+        zfree(us);
         return;
     }
-    long long linked = blkAdoptImages((int)slot, (size_t)nkeys, manifest, imgs,
-                                      (size_t)nblocks, &err);
+    long long linked = blkAdoptImages(us, (int)nmembers + 1, imgs, (size_t)nblocks, &err);
     zfree(imgs);
+    zfree(us);
     if (linked == -1) {
         /* Logged by upstream too (a master's or the AOF's command that
          * fails here: afterErrorReply). */
@@ -532,7 +573,7 @@ void rdmaSlotAdoptCommand(client *c) {
     /* As RDMASLOTDROP: the replica's own AOF takes the command (the links
      * counted as changes), and its position is remembered for its
      * replicas' PSYNC after a promotion. */
-    if (c->flags & CLIENT_MASTER) migSlotAdoptApplied(c->read_reploff);
+    if (c->flags & CLIENT_MASTER) migSlotAdoptApplied(c->read_reploff, nmembers > 0);
     addReplyLongLong(c, linked);
 }
 

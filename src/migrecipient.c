@@ -97,10 +97,10 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
         }
     }
     /* For RDMASLOTADOPT: the images as sent, before adoption and the
-     * patch rewrite them (blkBlockImageTake says why these). Not for a
-     * unit of several slots: RDMASLOTADOPT carries one slot's keys, so
-     * its slots go as RESTOREs. */
-    if (s->r.keep_images && ms->next_member == -1) {
+     * patch rewrite them (blkBlockImageTake says why these). A unit of
+     * several slots needs its MEMBERS understood (s->r.keep_images says
+     * which), else its slots go as RESTOREs. */
+    if (s->r.keep_images == 2 || (s->r.keep_images && ms->next_member == -1)) {
         ms->images = zcalloc(sizeof(blkBlockImage) * (ms->nblocks ? ms->nblocks : 1));
         ms->nimages = ms->nblocks;
         for (size_t b = 0; b < ms->nblocks; b++) {
@@ -425,7 +425,10 @@ static void *migRecipientThread(void *arg) {
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
         if (migAborting(s)) { migFailAborted(s); goto out; }
-        if (s->r.adopt && ms->images) continue;
+        /* A unit's member goes with its lead (migRecipientBeforeLink). */
+        if (ms->lead != i && s->slots[ms->lead].images) continue;
+        if (ms->images && (s->r.adopt == 2 || (s->r.adopt && ms->next_member == -1)))
+            continue;
         blkBlockImagesFree(ms->images, ms->nimages);
         ms->images = NULL;
         ms->nimages = 0;
@@ -632,22 +635,41 @@ static void migRecipientBeforeLink(migSession *s, migSlot *ms) {
                   "during the import: the keys not linked yet go to them too");
     }
     if (!s->r.propagate) goto done;
-    if (ms->keys.linked == 0 && ms->images && migSlotAdoptUsable()) {
-        int prev = migPropagateBegin();
-        migPropagateSlotAdopt(ms->slot, ms->nkeys, ms->manifest_addr,
-                              ms->images, ms->nimages);
-        migPropagateEnd(prev);
-        ms->adopt_sent = 1;
-    } else if (ms->keys.payloads == NULL) {
-        if (!s->r.late_payloads) {
-            serverLog(LL_NOTICE, "Slot migration: replicas or the AOF that "
-                      "the import did not prepare for (one attached during it, "
-                      "or does not take RDMASLOTADOPT): slot %d's keys and "
-                      "those of later slots like it go as RESTOREs, serialized "
-                      "by the main thread", ms->slot);
-            s->r.late_payloads = 1;
+    if (ms->keys.linked == 0 && ms->images &&
+        (ms->next_member == -1 ? migSlotAdoptUsable() : migUnitAdoptUsable())) {
+        /* The slot and its unit's members (linked with it, below). */
+        int nus = 0, prev;
+        for (int i = ms->lead; i != -1; i = s->slots[i].next_member) nus++;
+        blkUnitSlot *us = zmalloc(sizeof(*us) * nus);
+        nus = 0;
+        for (int i = ms->lead; i != -1; i = s->slots[i].next_member, nus++) {
+            us[nus].slot = s->slots[i].slot;
+            us[nus].nkeys = s->slots[i].nkeys;
+            us[nus].manifest = s->slots[i].manifest_addr;
+            s->slots[i].adopt_sent = 1;
         }
-        blkSerializeAdopted(&ms->keys);
+        prev = migPropagateBegin();
+        migPropagateSlotAdopt(us, nus, ms->images, ms->nimages);
+        migPropagateEnd(prev);
+        zfree(us);
+    } else {
+        /* As RESTOREs, serialized now if the thread did not: the slot, or
+         * with a unit's lead the whole unit (its members have no images
+         * of their own, and the thread left them to the lead's). */
+        int self = (int)(ms - s->slots);
+        for (int i = self; i != -1; i = ms->lead == self ? s->slots[i].next_member : -1) {
+            migSlot *m = &s->slots[i];
+            if (m->keys.payloads != NULL || m->keys.linked == m->keys.nkeys) continue;
+            if (!s->r.late_payloads) {
+                serverLog(LL_NOTICE, "Slot migration: replicas or the AOF that "
+                          "the import did not prepare for (one attached during it, "
+                          "or does not take RDMASLOTADOPT): slot %d's keys and "
+                          "those of later slots like it go as RESTOREs, serialized "
+                          "by the main thread", m->slot);
+                s->r.late_payloads = 1;
+            }
+            blkSerializeAdopted(&m->keys);
+        }
     }
 done:
     blkBlockImagesFree(ms->images, ms->nimages);
@@ -735,8 +757,12 @@ int migRecipientTick(migSession *s) {
             /* Test hook: migration-test-delay-link ms between two slots. */
             if (s->r.link_resume_ms > mstime()) break;
             migRecipientBeforeLink(s, ms);
-            /* A slot sent as RDMASLOTADOPT is linked whole, now. */
+            /* A slot sent as RDMASLOTADOPT is linked whole, now, and so are
+             * the members of its unit, which the command carried too. */
             size_t batch = ms->adopt_sent ? SIZE_MAX : MIG_LINK_BATCH;
+            if (ms->adopt_sent && ms->lead == s->r.link_cursor)
+                for (int i = ms->next_member; i != -1; i = s->slots[i].next_member)
+                    blkLinkAdopted(&s->slots[i].keys, SIZE_MAX);
             if (blkLinkAdopted(&ms->keys, batch) == 0) {
                 s->r.link_cursor++;
                 if (server.migration_test_delay_link)
@@ -1139,7 +1165,8 @@ void rdmaRegisterCommand(client *c) {
         }
     }
     s->bytes_total = (long long)total;
-    s->r.keep_images = migSlotAdoptUsable() && migRecipientMustPropagate();
+    s->r.keep_images = !migRecipientMustPropagate() ? 0 : migUnitAdoptUsable() ? 2 :
+                       migSlotAdoptUsable() ? 1 : 0;
     s->r.reg_client = c;
     migRecipientTo(s, MIG_R_RECEIVING);
     pthread_mutex_lock(&s->lock);
@@ -1177,7 +1204,7 @@ void rdmaDoneCommand(client *c) {
         return;
     }
     s->r.propagate = migRecipientMustPropagate();
-    s->r.adopt = s->r.propagate && migSlotAdoptUsable();
+    s->r.adopt = !s->r.propagate ? 0 : migUnitAdoptUsable() ? 2 : migSlotAdoptUsable() ? 1 : 0;
     /* From here on the adopted keys may reach this node's AOF, an RDB
      * or a replica before the slots are ours: nodes.conf says so first. */
     if (migRememberImporting(s->bitmap) == -1) {

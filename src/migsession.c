@@ -590,7 +590,7 @@ static int migReplicasHaveCapa(int capa) {
     listRewind(server.slaves, &li);
     while ((ln = listNext(&li)) != NULL) {
         client *slave = listNodeValue(ln);
-        if (!(slave->slave_capa & capa)) return 0;
+        if ((slave->slave_capa & capa) != capa) return 0;
     }
     return 1;
 }
@@ -669,8 +669,15 @@ void migSlotDropApplied(long long reploff) {
  * arrival) can see the slot half linked. A rollback deletes the linked
  * keys with DELs as before: a slot is linked whole or not at all.
  *
+ * The slots of a unit (slot groups: slots that share an arena and moved
+ * whole, their keys in the blocks of the unit's lead) go as one command:
+ * the lead's, with MEMBERS and each member's slot, key count and manifest
+ * after the blocks; the replica adopts and links them all at once.
+ *
  * Negotiated like RDMASLOTDROP: "REPLCONF capa rdma-slot-adopt"
- * (SLAVE_CAPA_SLOT_ADOPT, patch 0037). The recipient keeps the images
+ * (SLAVE_CAPA_SLOT_ADOPT, patch 0037), and "capa rdma-unit-adopt" for
+ * MEMBERS (SLAVE_CAPA_UNIT_ADOPT, patch 0039: without it a unit of several
+ * slots goes as RESTOREs). The recipient keeps the images
  * only if every replica attached at RDMAREGISTER has it, makes no RESTORE
  * payloads only if every replica at RDMADONE has it, and sends the
  * command for a slot only if every replica attached when the slot's link
@@ -680,12 +687,19 @@ void migSlotDropApplied(long long reploff) {
  * a full resync (migrationPsyncAllowed). The AOF takes it whenever the
  * replicas do, and replays it through the same path at load. */
 
-/* Where the last RDMASLOTADOPT ended in the replication stream. */
-static long long migSlotAdoptEnd = 0;
+/* Where the last RDMASLOTADOPT (with MEMBERS) ended in the replication
+ * stream. */
+static long long migSlotAdoptEnd = 0, migUnitAdoptEnd = 0;
 
-/* Whether every replica attached now understands RDMASLOTADOPT. */
+/* Whether every replica attached now understands RDMASLOTADOPT, and its
+ * MEMBERS (a unit of slots sharing one arena: slot groups, capa
+ * rdma-unit-adopt, patch 0039). */
 int migSlotAdoptUsable(void) {
     return migReplicasHaveCapa(SLAVE_CAPA_SLOT_ADOPT);
+}
+
+int migUnitAdoptUsable(void) {
+    return migReplicasHaveCapa(SLAVE_CAPA_SLOT_ADOPT | SLAVE_CAPA_UNIT_ADOPT);
 }
 
 /* One bulk string of a command fed to the replication stream as
@@ -714,11 +728,26 @@ static void migFeedReplBulk(const char *p, size_t len) {
  * thread's time of a recipient with replicas. The replicas receive the
  * protocol replicationFeedSlaves() would send for the command. The AOF
  * takes the command as arguments (copies, as before). */
-void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
-                           blkBlockImage *imgs, size_t n) {
-    int argc = 5 + 5 * (int)n;
+void migPropagateSlotAdopt(const blkUnitSlot *us, int nus, blkBlockImage *imgs, size_t n) {
+    int argc = 5 + 5 * (int)n + (nus > 1 ? 2 + 3 * (nus - 1) : 0);
+    int slot = us[0].slot;
+    size_t nkeys = us[0].nkeys;
+    uint64_t manifest = us[0].manifest;
     char head[4][LONG_STR_SIZE];
     size_t hlen[4];
+    /* MEMBERS <n> then slot, nkeys, manifest per member. */
+    int ntail = nus > 1 ? 2 + 3 * (nus - 1) : 0;
+    sds *tail = zmalloc(sizeof(sds) * (ntail ? ntail : 1));
+    if (ntail) {
+        tail[0] = sdsnew("MEMBERS");
+        tail[1] = sdsfromlonglong(nus - 1);
+        for (int i = 1; i < nus; i++) {
+            tail[2 + 3 * (i - 1)] = sdsfromlonglong(us[i].slot);
+            tail[3 + 3 * (i - 1)] = sdscatprintf(sdsempty(), "%zu", us[i].nkeys);
+            tail[4 + 3 * (i - 1)] = sdscatprintf(sdsempty(), "%llu",
+                                                 (unsigned long long)us[i].manifest);
+        }
+    }
 
     hlen[0] = ll2string(head[0], sizeof(head[0]), slot);
     hlen[1] = ull2string(head[1], sizeof(head[1]), (unsigned long long)nkeys);
@@ -743,6 +772,7 @@ void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
             argv[j++] = createStringObject(imgs[b].ranges, sdslen(imgs[b].ranges));
             argv[j++] = createStringObject(imgs[b].bytes, imgs[b].len);
         }
+        for (int k = 0; k < ntail; k++) argv[j++] = createStringObject(tail[k], sdslen(tail[k]));
         alsoPropagate(0, argv, argc, PROPAGATE_AOF);
         propagatePendingCommands();
         for (j = 0; j < argc; j++) decrRefCount(argv[j]);
@@ -785,14 +815,19 @@ void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
             feedReplicationBufferBlock(rb);
             feedReplicationBuffer(aux + len + 1, 2);
         }
+        for (int k = 0; k < ntail; k++) migFeedReplBulk(tail[k], sdslen(tail[k]));
     }
     migSlotAdoptEnd = server.master_repl_offset;
+    if (ntail) migUnitAdoptEnd = server.master_repl_offset;
+    for (int k = 0; k < ntail; k++) sdsfree(tail[k]);
+    zfree(tail);
 }
 
 /* A replica applied an RDMASLOTADOPT of its master's stream ending at
  * reploff: remember it for its own replicas' PSYNC after a promotion. */
-void migSlotAdoptApplied(long long reploff) {
+void migSlotAdoptApplied(long long reploff, int unit) {
     if (reploff > migSlotAdoptEnd) migSlotAdoptEnd = reploff;
+    if (unit && reploff > migUnitAdoptEnd) migUnitAdoptEnd = reploff;
 }
 
 /* replication.c, masterTryPartialResynchronization(): a replica that does
@@ -807,6 +842,7 @@ int migrationPsyncAllowed(client *c, long long psync_offset) {
     } stream_cmds[] = {
         {SLAVE_CAPA_SLOT_DROP, "RDMASLOTDROP", "rdma-slot-drop", &migSlotDropEnd},
         {SLAVE_CAPA_SLOT_ADOPT, "RDMASLOTADOPT", "rdma-slot-adopt", &migSlotAdoptEnd},
+        {SLAVE_CAPA_UNIT_ADOPT, "RDMASLOTADOPT MEMBERS", "rdma-unit-adopt", &migUnitAdoptEnd},
     };
 
     for (size_t i = 0; i < sizeof(stream_cmds) / sizeof(stream_cmds[0]); i++) {

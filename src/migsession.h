@@ -241,11 +241,12 @@ typedef struct migRecipientState {
     int done_requested, patched;    /* RDMADONE handed to the thread. */
     int propagate;                  /* Tell replicas/AOF about the keys. */
     int keep_images;                /* RDMAREGISTER: every replica took
-                                     * RDMASLOTADOPT then: the patcher keeps
-                                     * the images (migSlot.images). */
+                                     * RDMASLOTADOPT then (2: with MEMBERS):
+                                     * the patcher keeps the images
+                                     * (migSlot.images). */
     int adopt;                      /* RDMADONE: propagate, and every replica
-                                     * takes RDMASLOTADOPT: no RESTORE
-                                     * payloads are made. */
+                                     * takes RDMASLOTADOPT (2: with MEMBERS):
+                                     * no RESTORE payloads are made. */
     int late_payloads;              /* The main thread made RESTORE payloads
                                      * (logged once). */
     client *done_client;
@@ -451,10 +452,12 @@ void migPropagateSlotDrop(const unsigned char *bitmap);
  * command), and where the last one applied ended in the master's stream. */
 long long migDropSlots(const unsigned char *bitmap, int lazy);
 void migSlotDropApplied(long long reploff);
-/* RDMASLOTADOPT for an imported slot instead of its keys' RESTOREs, if
- * every replica attached understands it; where the last one applied on a
- * replica ended in its master's stream. */
+/* RDMASLOTADOPT for an imported slot (with MEMBERS: a unit of slots, slot
+ * groups) instead of its keys' RESTOREs, if every replica attached
+ * understands it; where the last one applied on a replica ended in its
+ * master's stream. */
 int migSlotAdoptUsable(void);
+int migUnitAdoptUsable(void);
 /* Room around a block image's bytes: before them for a replication buffer
  * block's header (migPropagateSlotAdopt() sends them to the replicas as
  * one), after them for what follows in the stream (the next block's or the
@@ -462,9 +465,8 @@ int migSlotAdoptUsable(void);
  * in a new 16 KB block each). */
 #define MIG_IMAGE_HEADROOM offsetof(replBufBlock, buf)
 #define MIG_IMAGE_TAILROOM 256
-void migPropagateSlotAdopt(int slot, size_t nkeys, uint64_t manifest,
-                           blkBlockImage *imgs, size_t n);
-void migSlotAdoptApplied(long long reploff);
+void migPropagateSlotAdopt(const blkUnitSlot *us, int nus, blkBlockImage *imgs, size_t n);
+void migSlotAdoptApplied(long long reploff, int unit);
 migSlot *migSlotEntry(migSession *s, int slot);
 int migLazyfreeBarrierPassed(migSession *s, int purge);
 void migUnpinAll(migSession *s);

@@ -1189,12 +1189,13 @@ static int blkImageValid(const blkBlockImage *img, sds *err, size_t b) {
  * yes, values that came as DUMP payloads are relocated into the blocks
  * later; with no, the evacuation takes the slot back to the heap as on
  * the recipient. Main thread. */
-long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
-                         const blkBlockImage *imgs, size_t n, sds *err) {
+long long blkAdoptImages(const blkUnitSlot *us, int nus, const blkBlockImage *imgs,
+                         size_t n, sds *err) {
     blkMap *map;
     size_t *sizes, adopted = 0;
     void **addrs;
-    blkAdopted a;
+    blkAdopted *a;
+    int slot = us[0].slot, patched = 0, *slots;
     long long linked = -1;
 
     *err = NULL;
@@ -1207,10 +1208,14 @@ long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
     map = zcalloc(sizeof(*map) * n);
     sizes = zmalloc(sizeof(size_t) * n);
     addrs = zmalloc(sizeof(void *) * n);
+    a = zcalloc(sizeof(*a) * nus);
+    slots = zmalloc(sizeof(int) * nus);
     for (size_t b = 0; b < n; b++) sizes[b] = imgs[b].size;
-    /* The blocks go to an arena of the slot's own (slot groups), back to
-     * its group's once linked (slotCompactRegroup, below). */
-    if (slotCompactIsolate(slot) == -1) {
+    for (int i = 0; i < nus; i++) slots[i] = us[i].slot;
+    /* The blocks go to an arena of the slot's own (slot groups), or the
+     * unit's (slotCompactUnite), back to their groups' once linked
+     * (slotCompactRegroup, below). */
+    if ((nus == 1 ? slotCompactIsolate(slot) : slotCompactUnite(slots, nus)) == -1) {
         *err = sdsnew("the slot shares its group's arena and no arena id is free");
         goto done;
     }
@@ -1249,23 +1254,45 @@ long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
             goto done;
         }
     }
-    if (blkPatchSlot(slot, map, n, manifest, nkeys, &a, err) == C_ERR) {
-        /* The values loaded from payloads first, then the blocks. */
-        blkAdoptedFree(&a);
-        blkDiscardBlocks(map, n, n);
-        goto done;
+    /* Every slot of the unit checked against the same blocks, none
+     * sharing an allocation with another, before any key is linked (as
+     * the recipient's patcher does). */
+    for (; patched < nus; patched++) {
+        sds perr = NULL;
+        int r = blkPatchSlot(us[patched].slot, map, n, us[patched].manifest,
+                             us[patched].nkeys, &a[patched], &perr);
+        if (r == C_OK && patched && blkAdoptedMergeOwned(&a[0], &a[patched], map, n) == -1)
+            perr = sdscatprintf(sdsempty(), "an allocation is owned by keys of slots "
+                                "%d and %d", slot, us[patched].slot);
+        if (r == C_ERR || perr) {
+            *err = nus == 1 ? perr : sdscatprintf(sdsempty(), "slot %d: %s",
+                                                  us[patched].slot, perr);
+            if (nus > 1) sdsfree(perr);
+            patched++;          /* Its values loaded from payloads go too. */
+            /* The values loaded from payloads first, then the blocks. */
+            for (int i = 0; i < patched; i++) blkAdoptedFree(&a[i]);
+            blkDiscardBlocks(map, n, n);
+            goto done;
+        }
     }
+    size_t total = 0;
+    for (int i = 0; i < nus; i++) total += a[i].nkeys;
     dict *kd = server.db[0].dict;
-    dictExpand(kd, dictSize(kd) + (unsigned long)a.nkeys);
-    linked = (long long)blkLinkAdopted(&a, SIZE_MAX);
-    blkSweepGarbage(&a, map, n);
-    if (a.keys_serialized && slotCompactEnabled()) slotCompactRequest(slot);
-    blkAdoptedFree(&a);
+    dictExpand(kd, dictSize(kd) + (unsigned long)total);
+    linked = 0;
+    for (int i = 0; i < nus; i++) linked += (long long)blkLinkAdopted(&a[i], SIZE_MAX);
+    blkSweepGarbage(&a[0], map, n);
+    for (int i = 0; i < nus; i++) {
+        if (a[i].keys_serialized && slotCompactEnabled()) slotCompactRequest(us[i].slot);
+        blkAdoptedFree(&a[i]);
+    }
 done:
-    slotCompactRegroup(slot);
+    for (int i = 0; i < nus; i++) slotCompactRegroup(us[i].slot);
     zfree(map);
     zfree(sizes);
     zfree(addrs);
+    zfree(a);
+    zfree(slots);
     return linked;
 }
 

@@ -135,10 +135,11 @@ void blkAdoptedFree(blkAdopted *a);
  * it), into one allocation with headroom bytes before them and at least
  * tailroom after (where the caller may put a header and what follows:
  * the recipient sends the bytes to its replicas as a replication buffer
- * block, without copying them again); blkAdoptImages() is the replica's (or the AOF load's) side: it
- * rebuilds the blocks from the images and runs the recipient's checked
- * adopt path on them, links the keys and sweeps. It returns the number of
- * keys linked, or -1 with *err set and nothing of the slot adopted. */
+ * block, without copying them again); blkAdoptImages() is the replica's
+ * (or the AOF load's) side: it rebuilds the blocks from the images and
+ * runs the recipient's checked adopt path on them for each slot of the
+ * unit, links the keys and sweeps. It returns the number of keys linked,
+ * or -1 with *err set and nothing of the slots adopted. */
 typedef struct blkBlockImage {
     uint64_t donor, size, sum;
     sds ranges;
@@ -151,8 +152,16 @@ typedef struct blkBlockImage {
 int blkBlockImageTake(const blkMap *m, blkBlockImage *img, size_t headroom,
                       size_t tailroom);
 void blkBlockImagesFree(blkBlockImage *imgs, size_t n);
-long long blkAdoptImages(int slot, size_t nkeys, uint64_t manifest,
-                         const blkBlockImage *imgs, size_t n, sds *err);
+/* One slot of what blkAdoptImages() adopts: the first (the lead) and, for
+ * a unit of slots sharing one arena (slot groups), its members, all with
+ * their manifests in the same blocks. */
+typedef struct blkUnitSlot {
+    int slot;
+    size_t nkeys;
+    uint64_t manifest;
+} blkUnitSlot;
+long long blkAdoptImages(const blkUnitSlot *us, int nus, const blkBlockImage *imgs,
+                         size_t n, sds *err);
 
 /* DEBUG SLOTREPLANT <slot>: the whole path inside one process (test). */
 void blkReplantDebugCommand(struct client *c);

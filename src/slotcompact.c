@@ -2038,8 +2038,10 @@ void slotBlocksCommand(client *c) {
 #endif
     }
     /* blocks and block_bytes are those of the slot's arena, which the
-     * arena_slots slots of its group share (slot-affinity-group-slots). */
-    addReplyMapLen(c, 8);
+     * arena_slots slots of its group share (slot-affinity-group-slots);
+     * arena_mixed: it may hold leftovers of slots mapped away from it
+     * (then a migration isolates its slots rather than ship it whole). */
+    addReplyMapLen(c, 9);
     addReplyBulkCString(c, "blocks");
     addReplyLongLong(c, st.blocks);
     addReplyBulkCString(c, "block_bytes");
@@ -2056,4 +2058,6 @@ void slotBlocksCommand(client *c) {
     addReplyLongLong(c, st.arena);
     addReplyBulkCString(c, "arena_slots");
     addReplyLongLong(c, st.arena_slots);
+    addReplyBulkCString(c, "arena_mixed");
+    addReplyLongLong(c, st.arena_mixed);
 }

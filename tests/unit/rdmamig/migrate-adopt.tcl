@@ -62,6 +62,33 @@ proc ad_nonempty_slots {n ranges} {
     return $count
 }
 
+# How many RDMASLOTADOPT commands a migration of ranges from node n sends:
+# one per slot holding keys, but one for all the slots of an arena that
+# moves whole (slot groups: every slot sharing it moves, it holds no
+# leftover of another slot), which go as one unit.
+proc ad_adopt_cmds {n ranges} {
+    set moving [dict create]
+    foreach s [mg_expand $ranges] {
+        set d [R $n cluster slotblocks $s]
+        dict incr moving [dict get $d arena]
+        dict set info $s $d
+    }
+    set cmds 0
+    set units {}
+    foreach s [mg_expand $ranges] {
+        if {[R $n cluster countkeysinslot $s] == 0} continue
+        set d [dict get $info $s]
+        set a [dict get $d arena]
+        if {[dict get $d arena_slots] > 1 && ![dict get $d arena_mixed] &&
+            [dict get $moving $a] == [dict get $d arena_slots]} {
+            if {$a in $units} continue
+            lappend units $a
+        }
+        incr cmds
+    }
+    return $cmds
+}
+
 # Node n (a replica, READONLY) holds every key of the snapshot as it was.
 proc ad_assert_replica_keys {n snap} {
     R $n readonly
@@ -192,7 +219,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_converged
         wait_for_ofs_sync [Rn 1] [Rn 3]
         set snap [mg_snapshot 0 $fkeys]
-        set nslots [ad_nonempty_slots 0 $F]
+        set nslots [ad_adopt_cmds 0 $F]
         set restore [ad_calls 3 restore]
         set adopt [ad_calls 3 rdmaslotadopt]
         set aof [ad_aof_count 1 RDMASLOTADOPT]
@@ -240,7 +267,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         wait_for_ofs_sync [Rn 1] [Rn 3]
         set restore [ad_calls 3 restore]
         set adopt [ad_calls 3 rdmaslotadopt]
-        set nslots [ad_nonempty_slots 0 $W]
+        set nslots [ad_adopt_cmds 0 $W]
         mg_delay 0 patch 4000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
@@ -369,12 +396,17 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set ofs1 [s -1 master_repl_offset]
         set replid1 [s -1 master_replid]
         set adopt [ad_calls 3 rdmaslotadopt]
+        # Slot groups: whole groups go as units (RDMASLOTADOPT ... MEMBERS),
+        # which a replica without capa rdma-unit-adopt does not understand.
+        set units [expr {[ad_adopt_cmds 0 $F] < [ad_nonempty_slots 0 $F]}]
         mg_migrate 0 1 $F
         mg_assert_replicas_equal
         assert {[ad_calls 3 rdmaslotadopt] > $adopt}
         set now [s -1 master_repl_offset]
         foreach {capa from want} [list {eof psync2 rdma-slot-drop} [expr {$ofs1 + 1}] FULLRESYNC \
-                                      {eof psync2 rdma-slot-drop rdma-slot-adopt} [expr {$ofs1 + 1}] CONTINUE \
+                                      {eof psync2 rdma-slot-drop rdma-slot-adopt rdma-unit-adopt} [expr {$ofs1 + 1}] CONTINUE \
+                                      {eof psync2 rdma-slot-drop rdma-slot-adopt} [expr {$ofs1 + 1}] \
+                                          [expr {$units ? "FULLRESYNC" : "CONTINUE"}] \
                                       {eof psync2 rdma-slot-drop} [expr {$now + 1}] CONTINUE] {
             set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
             $rr replconf listening-port 1
@@ -387,7 +419,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             $rr close
             assert_match "$want*" $line
         }
-        assert_equal 1 [count_log_message -1 "does not understand RDMASLOTADOPT"]
+        assert_equal 1 [count_log_message -1 "does not understand RDMASLOTADOPT ("]
+        assert_equal $units [count_log_message -1 "does not understand RDMASLOTADOPT MEMBERS"]
         mg_wait_converged
     }
 
@@ -418,7 +451,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_migrate 1 0 $F
         mg_wait_converged
         wait_for_ofs_sync [Rn 1] [Rn 3]
-        set nslots [ad_nonempty_slots 0 $F]
+        set nslots [ad_adopt_cmds 0 $F]
         set adopt [ad_calls 3 rdmaslotadopt]
         set partial [s -1 sync_partial_ok]
         set full [s -1 sync_full]
@@ -484,7 +517,7 @@ proc ad_resp_write {cmds} {
 # list of ranges), and the AOF loaded again (DEBUG LOADAOF; with
 # propagation-error-behavior ignore, the default): the node stays up, logs
 # each refusal, holds no key of those four slots and every key of
-# the others.
+# the others. Then the same for units of slot groups (MEMBERS).
 start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} tags {external:skip cluster rdmamig}} {
     set F {100-199}
     set Fset [mg_slotset $F]
@@ -552,6 +585,76 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal 1 [count_log_message -1 "checksum mismatch\\|bad allocator metadata"]
         assert_equal 2 [count_log_message -1 "bad manifest"]
         mg_assert_slotalloc_sound 1
+    }
+
+    # Slot groups: a group that moves whole reaches the AOF as one
+    # RDMASLOTADOPT with MEMBERS. Damaged three ways (a member's manifest
+    # address, a member given twice, a member count that does not match),
+    # each AOF load refuses the whole unit: none of its slots' keys is
+    # adopted, and every other slot's is.
+    test {RDMASLOTADOPT: a damaged unit of slots (MEMBERS, in the AOF) is refused whole} {
+        set affinity [lindex [R 0 config get slot-affinity] 1]
+        set group [lindex [R 0 config get slot-affinity-group-slots] 1]
+        foreach n {0 1} {
+            R $n config set slot-affinity yes
+            R $n config set slot-affinity-group-slots 16
+        }
+        # A fresh AOF increment (the test before rewrote the file under
+        # the server, which still appends where its old one ended).
+        R 1 bgrewriteaof
+        waitForBgrewriteaof [Rn 1]
+        set U {8192-8223}
+        set ukeys [mg_fill 1 u 300 [mg_slotset $U]]
+        R 1 debug slotcompact all
+        mg_migrate 1 0 $U
+        mg_wait_converged
+        mg_migrate 0 1 $U
+        mg_wait_converged
+        set counts [mg_expected_counts $U $ukeys]
+        mg_assert_counts 1 $counts
+        # The slots of the test before, as its load left them.
+        foreach s [mg_expand $F] { dict set counts $s [R 1 cluster countkeysinslot $s] }
+        set dir [lindex [R 1 config get dir] 1]
+        set adir [lindex [R 1 config get appenddirname] 1]
+        set f [lindex [glob $dir/$adir/*.incr.aof] 0]
+        set fd [open $f rb]
+        set cmds [ad_resp_parse [read $fd]]
+        close $fd
+        # The last two units: 8192-8207 and 8208-8223.
+        set units {}
+        for {set j 0} {$j < [llength $cmds]} {incr j} {
+            set args [lindex $cmds $j]
+            if {[string toupper [lindex $args 0]] eq {RDMASLOTADOPT} &&
+                [lsearch -exact [string tolower $args] members] != -1} { lappend units $j }
+        }
+        assert {[llength $units] >= 2}
+        foreach {how j} [list manifest [lindex $units end-1] twice [lindex $units end]] {
+            set args [lindex $cmds $j]
+            set m [lsearch -exact [string tolower $args] members]
+            switch $how {
+                manifest { lset args end [expr {[lindex $args end] + 64}] }
+                twice { lset args [expr {$m + 2}] [lindex $args 1] }
+            }
+            lset cmds $j $args
+        }
+        set fd [open $f wb]
+        puts -nonewline $fd [ad_resp_write $cmds]
+        close $fd
+        R 1 config set propagation-error-behavior ignore
+        R 1 debug loadaof
+        assert_equal PONG [R 1 ping]
+        foreach s [mg_expand $U] {
+            assert_equal 0 [R 1 cluster countkeysinslot $s]
+            dict set counts $s 0
+        }
+        mg_assert_counts 1 $counts
+        assert_equal 1 [count_log_message -1 "RDMASLOTADOPT: slot .*: slot .*: bad manifest"]
+        assert_equal 1 [count_log_message -1 "RDMASLOTADOPT: slot .* is given twice"]
+        mg_assert_slotalloc_sound 1
+        foreach n {0 1} {
+            R $n config set slot-affinity-group-slots $group
+            R $n config set slot-affinity $affinity
+        }
     }
 }
 
