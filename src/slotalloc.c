@@ -1307,6 +1307,18 @@ static void saArenaLeftRemove(saArena *a, int slot) {
     }
 }
 
+int slotAllocArenaEmpty(int id) {
+    saArena *a;
+    int empty;
+
+    if (!sa.initialized || id < 0 || id >= SLOTALLOC_NUM_SLOTS) return 0;
+    if ((a = saArenaGet(id, 0)) == NULL) return 1;
+    pthread_mutex_lock(&a->lock);
+    empty = saArenaIsEmpty(a);
+    pthread_mutex_unlock(&a->lock);
+    return empty;
+}
+
 /* Map 'slot' to arena 'id': its allocations from now on come from that
  * arena. What the slot already allocated stays where it is (the placement
  * layer moves it: "Slot groups"), and Realloc keeps an allocation in its

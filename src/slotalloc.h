@@ -123,6 +123,8 @@ int slotAllocArenaSlots(int id, int *mixed);
 void *slotAllocArenaMalloc(int id, size_t size);
 int slotAllocMapSlot(int slot, int id);
 int slotAllocUnusedArena(int from);
+/* Whether arena 'id' holds nothing: no live allocation, no detached block. */
+int slotAllocArenaEmpty(int id);
 
 /* Migration.
  *

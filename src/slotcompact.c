@@ -304,18 +304,32 @@ int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole) {
     return n;
 }
 
+/* Whether arena id holds nothing and no slot but some of the n given
+ * maps to it: then they may take it for themselves. */
+static int slotCompactArenaFreeFor(int id, const int *slots, int n) {
+    int mine = 0;
+
+    for (int i = 0; i < n; i++) mine += slotAllocSlotArena(slots[i]) == id;
+    return slotAllocArenaSlots(id, NULL) == mine && slotAllocArenaEmpty(id);
+}
+
 /* See slotcompact.h. The arena: the first slot's group's, when nothing
- * maps to it or lies in it (an import of a whole group into a node of the
- * same group size: the slots are already where they rest, nothing moves
- * after the import), else any unused one (Unpin maps the slots back to
- * their groups and the background cycle relocates their keys there). */
+ * else maps to it or lies in it (an import of a whole group into a node of
+ * the same group size: the slots are already where they rest, nothing
+ * moves after the import); else the first slot's own arena, on the same
+ * terms (with the identity map, slot-affinity no or groups of 1, every id
+ * has its slot: no other is free); else any unused one. Unpin maps the
+ * slots back to their groups, and the background cycle relocates their
+ * keys there. */
 int slotCompactUnite(const int *slots, int n) {
-    int want, id, mixed;
+    int want, id;
 
     if (!sc.initialized || n < 1) return -1;
     want = slotCompactGroupArena(slots[0]);
-    if (slotAllocArenaSlots(want, &mixed) == 0 && slotAllocUnusedArena(want) == want)
+    if (slotCompactArenaFreeFor(want, slots, n))
         id = want;
+    else if (slotCompactArenaFreeFor(slotAllocSlotArena(slots[0]), slots, n))
+        id = slotAllocSlotArena(slots[0]);
     else if ((id = slotAllocUnusedArena(slots[0])) == -1)
         return -1;
     for (int i = 0; i < n; i++) slotAllocMapSlot(slots[i], id);

@@ -175,6 +175,12 @@ run_ours() {
     if [ ${#files[@]} -gt 0 ]; then
         echo "run-tests: the migration tests again with slot-affinity $other_affinity" | tee -a "$log"
         runtest_rdmamig --config slot-affinity "$other_affinity" -- "${files[@]}" || rc=1
+        # And a third time in slot groups of 64 (slot-affinity-group-slots):
+        # whole groups move as units (one arena, one lead carrying its
+        # blocks), the groups a range splits are relocated at the prepare.
+        echo "run-tests: the migration tests again with slot-affinity yes in groups of 64" | tee -a "$log"
+        runtest_rdmamig --config slot-affinity yes --config slot-affinity-group-slots 64 \
+            -- "${files[@]}" || rc=1
     fi
     pass=$(count '^\[ok\]:' "$log"); fail=$(count '^\[(err|exception)\]:' "$log")
     # C unit tests: tests/c/<name>-test-main.c + src/<name>.c, built with

@@ -748,6 +748,35 @@ proc mg_assert_absent {n keys} {
     }
 }
 
+# How many units a migration of ranges from node n ships: one per slot
+# holding keys, but one for all the slots of an arena that moves whole
+# (slot groups: every slot sharing it moves, and it holds no leftover of
+# another slot), whose lead carries the blocks. So many slots the
+# recipient's patcher checks one by one, and so many RDMASLOTADOPT
+# commands its replicas get.
+proc mg_units {n ranges} {
+    set moving [dict create]
+    foreach s [mg_expand $ranges] {
+        set d [R $n cluster slotblocks $s]
+        dict incr moving [dict get $d arena]
+        dict set info $s $d
+    }
+    set count 0
+    set units {}
+    foreach s [mg_expand $ranges] {
+        if {[R $n cluster countkeysinslot $s] == 0} continue
+        set d [dict get $info $s]
+        set a [dict get $d arena]
+        if {[dict get $d arena_slots] > 1 && ![dict get $d arena_mixed] &&
+            [dict get $moving $a] == [dict get $d arena_slots]} {
+            if {$a in $units} continue
+            lappend units $a
+        }
+        incr count
+    }
+    return $count
+}
+
 # Keys per slot of the slots of ranges, counted locally from a key list.
 proc mg_expected_counts {ranges keys} {
     set counts {}

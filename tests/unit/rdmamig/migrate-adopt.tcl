@@ -62,33 +62,6 @@ proc ad_nonempty_slots {n ranges} {
     return $count
 }
 
-# How many RDMASLOTADOPT commands a migration of ranges from node n sends:
-# one per slot holding keys, but one for all the slots of an arena that
-# moves whole (slot groups: every slot sharing it moves, it holds no
-# leftover of another slot), which go as one unit.
-proc ad_adopt_cmds {n ranges} {
-    set moving [dict create]
-    foreach s [mg_expand $ranges] {
-        set d [R $n cluster slotblocks $s]
-        dict incr moving [dict get $d arena]
-        dict set info $s $d
-    }
-    set cmds 0
-    set units {}
-    foreach s [mg_expand $ranges] {
-        if {[R $n cluster countkeysinslot $s] == 0} continue
-        set d [dict get $info $s]
-        set a [dict get $d arena]
-        if {[dict get $d arena_slots] > 1 && ![dict get $d arena_mixed] &&
-            [dict get $moving $a] == [dict get $d arena_slots]} {
-            if {$a in $units} continue
-            lappend units $a
-        }
-        incr cmds
-    }
-    return $cmds
-}
-
 # Node n (a replica, READONLY) holds every key of the snapshot as it was.
 proc ad_assert_replica_keys {n snap} {
     R $n readonly
@@ -219,7 +192,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_converged
         wait_for_ofs_sync [Rn 1] [Rn 3]
         set snap [mg_snapshot 0 $fkeys]
-        set nslots [ad_adopt_cmds 0 $F]
+        set nslots [mg_units 0 $F]
         set restore [ad_calls 3 restore]
         set adopt [ad_calls 3 rdmaslotadopt]
         set aof [ad_aof_count 1 RDMASLOTADOPT]
@@ -267,7 +240,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         wait_for_ofs_sync [Rn 1] [Rn 3]
         set restore [ad_calls 3 restore]
         set adopt [ad_calls 3 rdmaslotadopt]
-        set nslots [ad_adopt_cmds 0 $W]
+        set nslots [mg_units 0 $W]
         mg_delay 0 patch 4000
         set rd [mg_migrate_deferred 0 1 $W]
         mg_wait_phase 0 patch
@@ -398,7 +371,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set adopt [ad_calls 3 rdmaslotadopt]
         # Slot groups: whole groups go as units (RDMASLOTADOPT ... MEMBERS),
         # which a replica without capa rdma-unit-adopt does not understand.
-        set units [expr {[ad_adopt_cmds 0 $F] < [ad_nonempty_slots 0 $F]}]
+        set units [expr {[mg_units 0 $F] < [ad_nonempty_slots 0 $F]}]
         mg_migrate 0 1 $F
         mg_assert_replicas_equal
         assert {[ad_calls 3 rdmaslotadopt] > $adopt}
@@ -451,7 +424,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_migrate 1 0 $F
         mg_wait_converged
         wait_for_ofs_sync [Rn 1] [Rn 3]
-        set nslots [ad_adopt_cmds 0 $F]
+        set nslots [mg_units 0 $F]
         set adopt [ad_calls 3 rdmaslotadopt]
         set partial [s -1 sync_partial_ok]
         set full [s -1 sync_full]
