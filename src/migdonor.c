@@ -241,8 +241,14 @@ static void migDonorRelax(migSession *s, const unsigned char *bitmap, int n) {
 /* End of the prepare (main thread, the slots frozen, the manifests built):
  * with migration-write-replay, start recording what writes to the slots
  * propagate, and let the writes to the slots that hold no key (nothing of
- * them is sent) run again at once. The others take writes again one by
- * one as their bytes leave (migDonorRelaxSent). */
+ * them is sent) run again at once, unless their arena is shared with
+ * slots that move (a unit's, slot groups): those wait for the end of the
+ * transfer (migDonorCaptureSlice), so that nothing allocates in blocks
+ * being sent. (Today a new key is born in the heap and the pinned slots'
+ * keys are not relocated, so such a write would not touch the blocks;
+ * this keeps it so if keys are ever placed in their slot's arena as they
+ * are created.) The others take writes again one by one as their bytes
+ * leave (migDonorRelaxSent). */
 static void migDonorCaptureBegin(migSession *s) {
     unsigned char empty[CLUSTER_SLOTS / 8];
     int n = 0;
@@ -252,7 +258,8 @@ static void migDonorCaptureBegin(migSession *s) {
     s->d.capturing = 1;
     memset(empty, 0, sizeof(empty));
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        if (migSlotIsSet(s->bitmap, slot) && migSlotFind(s, slot) == NULL) {
+        if (migSlotIsSet(s->bitmap, slot) && migSlotFind(s, slot) == NULL &&
+            slotAllocArenaSlots(slotAllocSlotArena(slot), NULL) <= 1) {
             empty[slot >> 3] |= 1 << (slot & 7);
             n++;
         }

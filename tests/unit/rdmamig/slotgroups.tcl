@@ -13,7 +13,9 @@
 #    moved slots back in their groups' arenas on the recipient;
 # 4. a migration of whole groups ships their arenas as they are: nothing
 #    relocated on either node, every key identical, and back;
-# 5. bad values are refused and change nothing.
+# 5. a write to an empty slot of a group in transfer reaches the
+#    recipient;
+# 6. bad values are refused and change nothing.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -22,6 +24,19 @@ proc sg_small {n prefix count slotset} {
     set keys [mg_names $prefix $count $slotset]
     foreach k $keys { R $n set $k [string repeat x 20] }
     return $keys
+}
+
+# Wait until node n's background cycle has nothing left to relocate: a
+# migration's relocated_keys counts what the node relocated meanwhile.
+proc sg_settled {n} {
+    R $n debug slotcompact all
+    wait_for_condition 100 50 {
+        [mg_slotalloc $n slotalloc_pending_slots] == 0 &&
+        [mg_slotalloc $n slotalloc_pending_keys] == 0 &&
+        [mg_slotalloc $n slotalloc_pending_big_keys] == 0
+    } else {
+        fail "node $n: slot compaction never settled: [R $n info slotalloc]"
+    }
 }
 
 # Wait until the cron's sweep published node n's resident block bytes
@@ -85,6 +100,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         set moved [mg_keys_in $keys [mg_slotset $ranges]]
         set stay [mg_keys_not_in $keys [mg_slotset $ranges]]
         set staysnap [mg_snapshot 0 [lrange $stay 0 299]]
+        sg_settled 0
         mg_migrate_checked 0 1 $ranges [mg_snapshot 0 $moved]
         mg_assert_keys 0 $staysnap
         # Only the split groups' slots were relocated: groups 128-191 and
@@ -121,7 +137,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         set gkeys [mg_keys_in $keys [mg_slotset $ranges]]
         lappend gkeys {*}[mg_fill 0 sgw 400 [mg_slotset $ranges]]
         lappend gkeys {*}[mg_fill_big 0 sgbig [mg_slotset {1100}] 20000]
-        R 0 debug slotcompact all
+        sg_settled 0
         mg_assert_slotalloc_sound 0
         mg_migrate_checked 0 1 $ranges [mg_snapshot 0 $gkeys]
         assert_equal 0 [mg_info 0 migration_last_relocated_keys]
@@ -144,10 +160,53 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         mg_wait_converged
         # And back, after writes on the recipient.
         foreach k [lrange $gkeys 0 29] { mg_touch 1 $k }
+        sg_settled 1
         mg_migrate_checked 1 0 $ranges [mg_snapshot 1 $gkeys]
         assert_equal 0 [mg_info 1 migration_last_relocated_keys]
         mg_wait_converged
         mg_cluster_check 0
+    }
+
+    # An empty slot of a group that moves whole shares the arena being
+    # sent, and has no manifest: a write to it during the transfer is held
+    # until the group's blocks have left, then replayed on the recipient
+    # (or redirected there once the handover is done).
+    test {Slot groups: a write to an empty slot of a group in transfer reaches the recipient} {
+        set ranges {2048-2111}
+        set gkeys [mg_keys_in $keys [mg_slotset $ranges]]
+        lappend gkeys {*}[mg_fill 0 sge 200 [mg_slotset {2048-2100}]]
+        # An empty slot of the group (the first test's keys are spread).
+        set e [lsearch -inline -not [lmap s [mg_expand {2101-2111}] {
+            expr {[R 0 cluster countkeysinslot $s] ? {} : $s}
+        }] {}]
+        assert {$e ne {}}
+        set empty [lindex [mg_names sge:empty 1 [mg_slotset $e]] 0]
+        R 0 debug slotcompact all
+        set snap [mg_snapshot 0 $gkeys]
+        mg_delay 0 write 1500
+        set rd [mg_migrate_deferred 0 1 $ranges]
+        mg_wait_phase 0 transfer
+        after 200
+        set wr [redis_deferring_client 0]
+        $wr set $empty written
+        set reply [mg_deferred_reply $rd 0]
+        # Done on the donor (then replayed), or held past the handover and
+        # redirected: a cluster client follows the MOVED.
+        if {[catch {$wr read} r]} {
+            assert_match "MOVED *" $r
+            assert_equal OK [R 1 set $empty written]
+        } else {
+            assert_equal OK $r
+        }
+        $wr close
+        mg_assert_reply $reply [llength [mg_expand $ranges]] [llength $gkeys]
+        mg_assert_owner 1 $ranges
+        mg_assert_keys 1 $snap
+        assert_equal written [R 1 get $empty]
+        assert_equal 0 [R 0 cluster countkeysinslot $e]
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
+        mg_wait_converged
     }
 
     test {Slot groups: bad values are refused and change nothing} {
