@@ -144,7 +144,7 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         assert_error {*out of range slot*} {r 0 debug slotcompact foo}
         assert_error {*slot-affinity is disabled*} {r -1 debug slotcompact all}
         # An empty slot: nothing anywhere.
-        assert_equal {blocks 0 block_bytes 0 keys 0 keys_in_blocks 0 bytes 0 bytes_in_blocks 0 arena 1234 arena_slots 1} \
+        assert_equal {blocks 0 block_bytes 0 keys 0 keys_in_blocks 0 bytes 0 bytes_in_blocks 0 arena 1234 arena_slots 1 arena_mixed 0} \
             [r 0 cluster slotblocks 1234]
         assert_equal 0 [r 0 debug slotcompact 1234]
     }
@@ -202,7 +202,7 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         r 0 hello 3
         set d [r 0 cluster slotblocks [lindex $slots 0]]
         r 0 hello 2
-        assert_equal {blocks block_bytes keys keys_in_blocks bytes bytes_in_blocks arena arena_slots} [dict keys $d]
+        assert_equal {blocks block_bytes keys keys_in_blocks bytes bytes_in_blocks arena arena_slots arena_mixed} [dict keys $d]
         assert {[dict get $d blocks] >= 1}
     }
 
