@@ -122,21 +122,16 @@ static int migRecipientPatchSlot(migSession *s, migSlot *ms, char *err) {
     }
     /* The slot, then its unit's members (their manifests and keys are in
      * these blocks): each is checked and patched against the same map,
-     * no allocation may belong to two of them, and the sweep frees what
-     * none of them owns. A sweep per slot would free the others' keys. */
+     * recording what its keys own in the lead's bitmaps (no allocation
+     * may belong to two keys of the unit), and the sweep frees what none
+     * of them owns. A sweep per slot would free the others' keys. */
     for (int i = (int)(ms - s->slots); i != -1; i = s->slots[i].next_member) {
         migSlot *m = &s->slots[i];
         m->has_keys = 1;
         if (blkPatchSlot(m->slot, ms->blocks, ms->nblocks, m->manifest_addr,
-                         m->nkeys, &m->keys, &perr) == C_ERR) {
+                         m->nkeys, m == ms ? NULL : &ms->keys, &m->keys, &perr) == C_ERR) {
             snprintf(err, XFER_ERR_LEN, "slot %d: %s", m->slot, perr);
             sdsfree(perr);
-            return -1;
-        }
-        if (m != ms && blkAdoptedMergeOwned(&ms->keys, &m->keys, ms->blocks,
-                                            ms->nblocks) == -1) {
-            snprintf(err, XFER_ERR_LEN, "slot %d: an allocation is owned by keys of "
-                     "slot %d too", m->slot, ms->slot);
             return -1;
         }
         s->keys += m->keys.nkeys;

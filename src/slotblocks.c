@@ -385,6 +385,7 @@ typedef struct blkPatchCtx {
     size_t nmap;
     struct blkLocalIdx *bylocal;/* The blocks by local address. */
     blkAdopted *out;
+    uint64_t **owned;           /* out's ownership bitmaps, or its unit's. */
     sds *err;
     const char *why;            /* What the last failed check was. */
 } blkPatchCtx;
@@ -471,11 +472,11 @@ static int blkKeep(blkPatchCtx *ctx, void *p) {
         else {
             size_t g = (size_t)(c - ctx->bylocal[mid].local) / SLOTALLOC_GRANULE;
             uint64_t bit = 1ULL << (g & 63);
-            if (a->owned[b][g >> 6] & bit) {
+            if (ctx->owned[b][g >> 6] & bit) {
                 a->owned_twice = 1;
                 return 0;
             }
-            a->owned[b][g >> 6] |= bit;
+            ctx->owned[b][g >> 6] |= bit;
             return 1;
         }
     }
@@ -773,13 +774,18 @@ static int blkLocalCmp(const void *a, const void *b) {
  * file). The blocks in map are adopted into the slot already. On success
  * *out holds the keys, not linked yet; on error *err says what was wrong
  * and *out must be freed with blkAdoptedFree() (its zero-copy memory goes
- * with the slot's blocks, which the caller releases). Touches no shared
- * state of the server (not the keyspace: whether a key exists here already
- * is settled when it is linked), so a background thread may run it while
- * the main thread serves clients. */
+ * with the slot's blocks, which the caller releases). With unit (slot
+ * groups: the adoption of the unit's lead, patched before with the same
+ * map), what this slot's keys own is recorded in the unit's bitmaps, so
+ * that an allocation two slots' keys claim is found like one two keys of
+ * a slot claim, and the unit's one sweep (blkSweepGarbage on unit) keeps
+ * what any of them owns. Touches no shared state of the server (not the
+ * keyspace: whether a key exists here already is settled when it is
+ * linked), so a background thread may run it while the main thread serves
+ * clients. */
 int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
-                 size_t nkeys, blkAdopted *out, sds *err) {
-    blkPatchCtx ctx = {slot, map, nmap, NULL, out, err, "?"};
+                 size_t nkeys, const blkAdopted *unit, blkAdopted *out, sds *err) {
+    blkPatchCtx ctx = {slot, map, nmap, NULL, out, NULL, err, "?"};
     blkManifestHeader *h;
     blkKeyRec *rec;
     size_t usable;
@@ -795,12 +801,21 @@ int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
             return C_ERR;
         }
     }
-    /* Ownership bitmaps, one bit per allocator granule of each block. */
-    out->owned = zcalloc(sizeof(uint64_t *) * (nmap ? nmap : 1));
-    out->nowned = nmap;
+    /* Ownership bitmaps, one bit per allocator granule of each block (a
+     * unit's slots share the lead's). */
+    if (unit) {
+        serverAssert(unit->nowned == nmap);
+        ctx.owned = unit->owned;
+    } else {
+        out->owned = zcalloc(sizeof(uint64_t *) * (nmap ? nmap : 1));
+        out->nowned = nmap;
+        for (size_t i = 0; i < nmap; i++)
+            out->owned[i] = zcalloc((map[i].size / SLOTALLOC_GRANULE + 63) / 64 *
+                                    sizeof(uint64_t));
+        ctx.owned = out->owned;
+    }
     ctx.bylocal = zmalloc(sizeof(blkLocalIdx) * (nmap ? nmap : 1));
     for (size_t i = 0; i < nmap; i++) {
-        out->owned[i] = zcalloc((map[i].size / SLOTALLOC_GRANULE + 63) / 64 * sizeof(uint64_t));
         ctx.bylocal[i].local = map[i].local;
         ctx.bylocal[i].size = map[i].size;
         ctx.bylocal[i].block = i;
@@ -1043,25 +1058,6 @@ size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap) {
     return freed;
 }
 
-/* Add what b's keys own to a's: the slots of a unit (slot groups) are
- * patched with one map (map, nmap: the one both were patched with), so
- * their bitmaps have the same shape, and one sweep with the union frees
- * what none of them owns. Returns -1 if an allocation is owned by keys of
- * both (one free would corrupt the other). */
-int blkAdoptedMergeOwned(blkAdopted *a, const blkAdopted *b, const blkMap *map, size_t nmap) {
-    uint64_t twice = 0;
-
-    serverAssert(a->nowned == nmap && b->nowned == nmap);
-    for (size_t i = 0; i < nmap; i++) {
-        size_t words = (map[i].size / SLOTALLOC_GRANULE + 63) / 64;
-        for (size_t w = 0; w < words; w++) {
-            twice |= a->owned[i][w] & b->owned[i][w];
-            a->owned[i][w] |= b->owned[i][w];
-        }
-    }
-    return twice ? -1 : 0;
-}
-
 /* Free what is left of an adoption: keys not linked (only their DUMP-path
  * values, which live outside the blocks; zero-copy memory goes with the
  * blocks), and the bookkeeping. */
@@ -1260,11 +1256,8 @@ long long blkAdoptImages(const blkUnitSlot *us, int nus, const blkBlockImage *im
     for (; patched < nus; patched++) {
         sds perr = NULL;
         int r = blkPatchSlot(us[patched].slot, map, n, us[patched].manifest,
-                             us[patched].nkeys, &a[patched], &perr);
-        if (r == C_OK && patched && blkAdoptedMergeOwned(&a[0], &a[patched], map, n) == -1)
-            perr = sdscatprintf(sdsempty(), "an allocation is owned by keys of slots "
-                                "%d and %d", slot, us[patched].slot);
-        if (r == C_ERR || perr) {
+                             us[patched].nkeys, patched ? &a[0] : NULL, &a[patched], &perr);
+        if (r == C_ERR) {
             *err = nus == 1 ? perr : sdscatprintf(sdsempty(), "slot %d: %s",
                                                   us[patched].slot, perr);
             if (nus > 1) sdsfree(perr);
@@ -1393,7 +1386,7 @@ void blkReplantDebugCommand(client *c) {
             goto done;
         }
     }
-    if (blkPatchSlot((int)slot, map, nb, manifest, keys, &a, &err) == C_ERR) {
+    if (blkPatchSlot((int)slot, map, nb, manifest, keys, NULL, &a, &err) == C_ERR) {
         blkAdoptedFree(&a);
         slotCompactReleaseSlot((int)slot);
         addReplyErrorFormat(c, "slot %lld: %s", slot, err);

@@ -95,7 +95,8 @@ typedef struct blkAdopted {
     size_t nkeys, linked;
     /* Every allocation adopted keys own: per received block (in the order
      * of the map given to blkPatchSlot), one bit per 16-byte granule, set
-     * at the allocation's first byte. */
+     * at the allocation's first byte. Those of a unit's lead count for
+     * the unit's other slots too, which have none of their own. */
     uint64_t **owned;
     size_t nowned;
     int owned_twice;            /* An allocation was claimed twice. */
@@ -118,13 +119,11 @@ uint64_t blkSumRanges(const void *block, const slotAllocRangeInfo *r, size_t n);
 int blkImageSum(void *block, size_t size, uint64_t *sum);
 int blkAdoptBlock(int slot, void *addr);
 int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
-                 size_t nkeys, blkAdopted *out, sds *err);
+                 size_t nkeys, const blkAdopted *unit, blkAdopted *out, sds *err);
 void blkSerializeAdopted(blkAdopted *a);
 size_t blkLinkAdopted(blkAdopted *a, size_t max);
 size_t blkFreeBlockAllocs(void *block, const uint64_t *keep);
 size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap);
-int blkAdoptedMergeOwned(blkAdopted *a, const blkAdopted *b, const blkMap *map,
-                         size_t nmap);
 void blkAdoptedFree(blkAdopted *a);
 
 /* A received block as the donor sent it, kept by the recipient for its
