@@ -475,6 +475,19 @@ proc ad_resp_parse {data} {
     return $cmds
 }
 
+# Node n's AOF increment f rewritten with cmds, loaded again (DEBUG
+# LOADAOF): the node must stay up.
+proc ad_load_damaged_aof {n f cmds} {
+    set fd [open $f wb]
+    puts -nonewline $fd [ad_resp_write $cmds]
+    close $fd
+    # Not the test suite's default (it panics on any error of a master's
+    # or the AOF's command, to catch bugs).
+    R $n config set propagation-error-behavior ignore
+    R $n debug loadaof
+    assert_equal PONG [R $n ping]
+}
+
 proc ad_resp_write {cmds} {
     set out {}
     foreach args $cmds {
@@ -541,14 +554,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             lappend out $args
         }
         assert_equal 4 [llength $damaged]
-        set fd [open $f wb]
-        puts -nonewline $fd [ad_resp_write $out]
-        close $fd
-        # The default (the test suite panics on any error of a master's or
-        # the AOF's command, to catch bugs).
-        R 1 config set propagation-error-behavior ignore
-        R 1 debug loadaof
-        assert_equal PONG [R 1 ping]
+        ad_load_damaged_aof 1 $f $out
         foreach s $damaged {
             assert_equal 0 [R 1 cluster countkeysinslot $s]
             dict set counts $s 0
@@ -610,12 +616,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             }
             lset cmds $j $args
         }
-        set fd [open $f wb]
-        puts -nonewline $fd [ad_resp_write $cmds]
-        close $fd
-        R 1 config set propagation-error-behavior ignore
-        R 1 debug loadaof
-        assert_equal PONG [R 1 ping]
+        ad_load_damaged_aof 1 $f $cmds
         foreach s [mg_expand $U] {
             assert_equal 0 [R 1 cluster countkeysinslot $s]
             dict set counts $s 0
