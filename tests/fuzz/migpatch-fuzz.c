@@ -119,7 +119,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                            : "an image with a checksum was refused", b, NULL);
         if (!adopted) goto release;
     }
-    if (blkPatchSlot(slot, map, nb, manifest, nkeys, &a, &err) == C_ERR) {
+    if (blkPatchSlot(slot, map, nb, manifest, nkeys, NULL, &a, &err) == C_ERR) {
         if (getenv("FUZZ_VERBOSE")) fprintf(stderr, "migpatch-fuzz: refused: %s\n", err);
         blkAdoptedFree(&a);
         sdsfree(err);
