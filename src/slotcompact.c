@@ -170,6 +170,7 @@ static struct {
     int place_ok;
     unsigned long place_misses;     /* zmalloc_place_misses at the scope's start. */
     long long placed_writes;        /* Writes that stayed in their blocks. */
+    long long born_keys;            /* New keys born in their blocks. */
     /* Stats. */
     long long relocated_keys;       /* Keys with at least one allocation moved. */
     long long relocated_big_keys;   /* Big values finished in steps. */
@@ -697,6 +698,7 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_evacuated_bytes:%lld\r\n"
         "slotalloc_compaction_usec:%lld\r\n"
         "slotalloc_placed_writes:%lld\r\n"
+        "slotalloc_born_keys:%lld\r\n"
         "slotalloc_pending_slots:%d\r\n"
         "slotalloc_pending_keys:%lu\r\n"
         "slotalloc_pending_big_keys:%lu\r\n"
@@ -709,7 +711,7 @@ sds slotCompactGenInfo(sds info) {
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,
         sc.relocated_big_keys, sc.relocated_bytes, sc.evacuated_keys,
         sc.evacuated_bytes, sc.compaction_usec,
-        sc.placed_writes, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
+        sc.placed_writes, sc.born_keys, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
         sc.ndraining, sc.sparse_drained, st.retired_bytes);
 }
@@ -1433,6 +1435,81 @@ int slotCompactOverwriteString(dictEntry *de, robj *val) {
     return 1;
 }
 
+/* The arena a new key of this slot may be born in: slot affinity on, the
+ * slot's arena not pinned by a migration, no placement scope open. -1
+ * otherwise (the key is born in the heap and visited later). */
+static int slotCompactBirthArena(int slot) {
+    int arena;
+
+    if (!slotCompactEnabled() || zmalloc_place_arena != -1 || slotCompactIsPinned(slot))
+        return -1;
+    arena = slotAllocSlotArena(slot);
+    if (arena < 0 || slotCompactArenaPinned(arena)) return -1;
+    return arena;
+}
+
+/* SET (and every setKey() caller) of a key that does not exist: keys born
+ * in their blocks. The value object the command built (an argument of the
+ * client, or the result of BITOP, ...) lives in the heap; stored as is,
+ * the background cycle would move it into the slot's blocks a moment
+ * later. For small objects that move is what cost the memory bound: the
+ * heap chunks it frees lie among the keyspace's dictEntries, and with a
+ * cycle lagging thousands of keys behind the writes the heap's pages stay
+ * holed (docs/DESIGN.md, "Keys born in their blocks"). Instead, a string
+ * (raw, embedded or an unshared integer) of at most SLOTCOMPACT_BIRTH_MAX
+ * bytes is copied into its slot's arena here, with the LRU/LFU field of
+ * the original; the original goes with the command's arguments, and its
+ * chunk serves the next command. Returns the copy, which the caller adds
+ * to the keyspace in place of val (taking no reference on val), or NULL
+ * for the usual path. dbAdd() then places the key's name beside it
+ * (slotCompactDupKeyName), so only the keyspace's dictEntry is in the
+ * heap, as for every key in blocks. */
+#define SLOTCOMPACT_BIRTH_MAX 4096
+
+robj *slotCompactNewString(robj *key, robj *val) {
+    int arena;
+    robj *o;
+
+    if (val->type != OBJ_STRING || val->refcount == OBJ_SHARED_REFCOUNT ||
+        !sdsEncodedObject(key))
+        return NULL;
+    if (sdsEncodedObject(val) ? sdslen(val->ptr) > SLOTCOMPACT_BIRTH_MAX :
+        val->encoding != OBJ_ENCODING_INT)
+        return NULL;
+    arena = slotCompactBirthArena((int)keyHashSlot(key->ptr, (int)sdslen(key->ptr)));
+    if (arena < 0) return NULL;
+    zmalloc_place_arena = arena;
+    if (val->encoding == OBJ_ENCODING_INT) {
+        o = createObject(OBJ_STRING, val->ptr);
+        o->encoding = OBJ_ENCODING_INT;
+    } else if (val->encoding == OBJ_ENCODING_EMBSTR) {
+        o = createEmbeddedStringObject(val->ptr, sdslen(val->ptr));
+    } else {
+        o = createRawStringObject(val->ptr, sdslen(val->ptr));
+    }
+    zmalloc_place_arena = -1;
+    o->lru = val->lru;
+    sc.born_keys++;
+    return o;
+}
+
+/* dbAdd()'s copy of a new key's name: in the blocks of the key's arena
+ * when its value was born there (slotCompactNewString), in the heap
+ * otherwise. */
+sds slotCompactDupKeyName(sds name, robj *val) {
+    int arena;
+    sds s;
+
+    if (!slotCompactEnabled() || val->refcount == OBJ_SHARED_REFCOUNT ||
+        (arena = slotAllocArenaOf(val)) < 0 ||
+        slotCompactBirthArena((int)keyHashSlot(name, (int)sdslen(name))) != arena)
+        return sdsdup(name);
+    zmalloc_place_arena = arena;
+    s = sdsdup(name);
+    zmalloc_place_arena = -1;
+    return s;
+}
+
 /* Placement scope, around code whose every allocation belongs to value
  * object o (a new entry of a hash table, set or sorted set: dictEntry,
  * strings, skiplist node, a grown table): when o lives in a slot's blocks
@@ -1774,6 +1851,8 @@ int slotCompactOverwriteString(dictEntry *de, robj *val) {
     UNUSED(de); UNUSED(val);
     return 0;
 }
+robj *slotCompactNewString(robj *key, robj *val) { UNUSED(key); UNUSED(val); return NULL; }
+sds slotCompactDupKeyName(sds name, robj *val) { UNUSED(val); return sdsdup(name); }
 void slotCompactLoadingEnded(void) {}
 void slotCompactRequest(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }

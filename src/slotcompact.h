@@ -62,6 +62,12 @@ void slotCompactCommandStart(void);
  * keyspace did not take val), 0 to overwrite as usual. */
 struct dictEntry;
 int slotCompactOverwriteString(struct dictEntry *de, struct redisObject *val);
+/* setKey() adding a string key: a copy of val born in the key's slot
+ * blocks, for the keyspace to hold instead of val (no reference taken on
+ * val), or NULL to add val as usual. dbAdd()'s copy of a key's name: in
+ * the blocks of its value when the value was born there. */
+struct redisObject *slotCompactNewString(struct redisObject *key, struct redisObject *val);
+sds slotCompactDupKeyName(sds name, struct redisObject *val);
 
 /* For a migration's prepare phase: relocate this slot first; run bounded
  * steps (each returns 1 while any work remains) until the slot is no

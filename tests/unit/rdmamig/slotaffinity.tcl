@@ -156,13 +156,19 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         assert_equal $before [r -1 debug digest]
         set used_before [s 0 used_memory]
         set moved [r 0 debug slotcompact all]
-        # Every string key had at least its name moved.
-        assert_equal [r 0 dbsize] $moved
+        # Every string key was born in its blocks (values of up to 4 KB that
+        # are not shared integers: slotCompactNewString) or had at least its
+        # name moved.
+        set born [sa_info 0 slotalloc_born_keys]
+        assert {$moved > 0 && $born > 0}
+        assert_equal [r 0 dbsize] [expr {$moved + $born}]
         assert_equal $before [r 0 debug digest]
         assert_equal $moved [sa_info 0 slotalloc_relocated_keys]
         assert {[sa_info 0 slotalloc_blocks] > 0}
         assert {[sa_info 0 slotalloc_used_bytes] > 1200*16 + 4*1024*1024}
-        assert {[sa_info 0 slotalloc_relocated_bytes] >= [sa_info 0 slotalloc_used_bytes]}
+        # What moved: at least the 1 MB values (smaller ones were born in
+        # the blocks, which they share).
+        assert {[sa_info 0 slotalloc_relocated_bytes] >= 4*1024*1024}
         # Accounting follows the moved memory: used_memory counts blocks'
         # usable sizes, so it changes by far less than what moved.
         set delta [expr {[s 0 used_memory] - $used_before}]
@@ -266,7 +272,8 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         assert {[s 0 expired_keys] >= [llength $expiring]}
         sa_digests_equal
         # A relocated key whose name is shared with the expires dict.
-        sa_both set ttlkey [string repeat v 500] ex 1000
+        # (5000 bytes: a smaller value would be born in its blocks.)
+        sa_both set ttlkey [string repeat v 5000] ex 1000
         assert_equal 1 [r 0 debug slotcompact [r 0 cluster keyslot ttlkey]]
         assert_range [r 0 ttl ttlkey] 900 1000
         sa_both pexpire ttlkey 1
@@ -436,6 +443,69 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         r 0 debug replybuffer resizing 1
     }
 
+    test {Slot affinity: new string keys are born in their blocks} {
+        # Earlier tests' keys are in their blocks: what moves below is ours.
+        r 0 debug slotcompact all
+        set born [sa_info 0 slotalloc_born_keys]
+        set pending [sa_info 0 slotalloc_pending_keys]
+        set relocated [sa_info 0 slotalloc_relocated_keys]
+        set cases {}
+        # SET of every encoding, with and without a TTL, GETSET, MSET, and
+        # the SET family's other forms.
+        sa_both set born:emb:{b1} [randstring 1 44 binary]
+        sa_both set born:raw:{b2} [randstring 45 4096 binary]
+        sa_both set born:int:{b3} 123456789012
+        sa_both set born:ttl:{b4} [randstring 1 100 alpha] px 100000000
+        sa_both getset born:getset:{b5} [randstring 1 100 alpha]
+        sa_both mset born:m1:{b6} v1 born:m2:{b6} [randstring 100 200 alpha]
+        sa_both setnx born:nx:{b8} nx
+        sa_both setex born:ex:{b9} 100000 ex
+        sa_both set born:get:{b10} g get
+        # Not born: a shared integer (the keyspace holds the shared object),
+        # a value over 4 KB, a key that exists (overwritten in place or
+        # relocated as before), and types other than strings.
+        sa_both set born:shared:{b11} 7
+        sa_both set born:big:{b12} [string repeat x 5000]
+        sa_both set born:emb:{b1} again
+        sa_both hset born:hash:{b13} f v
+        assert_equal [expr {$born + 10}] [sa_info 0 slotalloc_born_keys]
+        foreach k [r 0 keys born:*] {
+            if {$k eq "born:hash:{b13}"} continue
+            assert_equal [r -1 object encoding $k] [r 0 object encoding $k]
+            assert_equal [r -1 get $k] [r 0 get $k]
+            assert_equal [r -1 ttl $k] [r 0 ttl $k]
+        }
+        sa_digests_equal
+        # Nothing of a born key is left to relocate: the name and value are
+        # in the slot's blocks; only the other keys' allocations move.
+        foreach k {emb:{b1} raw:{b2} int:{b3} ttl:{b4} getset:{b5} m2:{b6}} {
+            set d [sa_slotblocks 0 [r 0 cluster keyslot born:$k]]
+            assert_equal [dict get $d keys] [dict get $d keys_in_blocks]
+        }
+        assert_equal [expr {$pending + 3}] [sa_info 0 slotalloc_pending_keys]
+        assert_equal 3 [r 0 debug slotcompact all]
+        assert_equal [expr {$relocated + 3}] [sa_info 0 slotalloc_relocated_keys]
+        set c [r 0 debug slotcompact check]
+        assert_equal {} [dict get $c problem]
+        assert_equal 0 [dict get $c unreached]
+        # The reference node, slot-affinity no, has no blocks to be born in.
+        assert_equal 0 [sa_info -1 slotalloc_born_keys]
+        # Born keys are ordinary keys: they expire, are deleted, come back
+        # from a reload.
+        r 0 debug reload
+        r -1 debug reload
+        sa_digests_equal
+        sa_both pexpire born:ttl:{b4} 1
+        wait_for_condition 50 50 {
+            [r 0 exists born:ttl:{b4}] == 0 && [r -1 exists born:ttl:{b4}] == 0
+        } else {
+            fail "a born key did not expire"
+        }
+        foreach k [r 0 keys born:*] { sa_both del $k }
+        sa_digests_equal
+        assert_equal 0 [sa_info 0 slotalloc_used_bytes]
+    }
+
     test {Slot affinity: CONFIG SET slot-affinity no stops relocation, memory keeps working} {
         sa_both set a:{x} [string repeat q 300]
         r 0 debug slotcompact [r 0 cluster keyslot a:{x}]
@@ -480,8 +550,11 @@ start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:sk
         assert {[sa_info 0 slotalloc_range_bytes] > 0}
         rdmamig_own_all_slots 0
         r config set slot-affinity-cpu 0
+        # A new key is born in its blocks: nothing is left to relocate.
+        set born [sa_info 0 slotalloc_born_keys]
         r set foo bar
-        assert_equal 1 [r debug slotcompact all]
+        assert_equal [expr {$born + 1}] [sa_info 0 slotalloc_born_keys]
+        assert_equal 0 [r debug slotcompact all]
         assert_equal 1 [dict get [r cluster slotblocks [r cluster keyslot foo]] keys_in_blocks]
         r del foo
         assert_equal 0 [sa_info 0 slotalloc_used_bytes]
@@ -515,7 +588,10 @@ start_cluster 2 0 {overrides {cluster-enabled yes slot-affinity yes} tags {exter
         }
         R 0 set "big:{$tag}" [string repeat b 2000000]
         lappend keys "big:{$tag}"
-        assert_equal 301 [R 0 debug slotcompact $slot]
+        # Values of up to 4 KB were born in their blocks; the rest moves.
+        set born [getInfoProperty [R 0 info slotalloc] slotalloc_born_keys]
+        assert {$born >= 200}
+        assert_equal [expr {301 - $born}] [R 0 debug slotcompact $slot]
         set digests {}
         foreach k $keys { lappend digests [R 0 debug digest-value $k] }
         assert {[getInfoProperty [R 0 info slotalloc] slotalloc_used_bytes] > 2000000}
