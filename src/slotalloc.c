@@ -37,6 +37,7 @@
  * Block sizes. A slot's first block has min_block bytes (64 KiB), each
  * further one twice the previous, up to max_block (4 MiB): 16384 nearly
  * empty slots cost 64 KiB each, big slots are a few large regions. An
+ * arena that more than 64 slots share starts larger (saArenaMinBlock). An
  * allocation above max_block/4 gets a dedicated "huge" block: one header
  * page then the payload, rounded up to the unit.
  *
@@ -888,12 +889,27 @@ static void saBlockUnuse(saArena *a, saBlock *b, size_t bytes) {
     if (b->live == 0) saBlockEmptied(a, b);
 }
 
+/* The first block size of arena a: min_block, doubled for every factor of
+ * two by which more than 64 slots share the arena (slot groups: 256 slots,
+ * 4 min_blocks), up to max_block. Each block costs its header pages and
+ * leaves a partly used slab page per size class, whatever its size (pages
+ * never touched are not resident); an arena that G slots fill would pay
+ * that for every doubling from min_block up to its size: with 200,000
+ * strings of 32 B in groups of 256, three blocks of 64, 128 and 256 KiB
+ * per arena left 22 KiB of slack each, one of 256 KiB 14 KiB. */
+static size_t saArenaMinBlock(saArena *a) {
+    size_t size = sa.min_block;
+
+    for (uint32_t m = sa.members[a->id]; m > 64 && size < sa.max_block; m >>= 1) size <<= 1;
+    return size;
+}
+
 /* Create the slot's next normal block, large enough for 'need' data pages:
- * min_block doubled once per normal block the slot has, up to max_block
+ * saArenaMinBlock() doubled once per normal block the slot has, up to max_block
  * (smaller if the range has no room for that, but never too small for
  * 'need'). Its data pages form one free span. NULL if no block fits. */
 static saBlock *saArenaNewBlock(saArena *a, uint32_t need) {
-    size_t size = sa.min_block, smallest;
+    size_t size = saArenaMinBlock(a), smallest;
     saPageInfo *pinfo;
     saBlock *b;
 

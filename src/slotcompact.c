@@ -15,7 +15,7 @@
  * of Redis (DEL, lazyfree on a BIO thread, APPEND growing an sds, MEMORY
  * USAGE, FLUSHALL ASYNC, fork children dismissing pages...) works unchanged
  * on memory that lives in slot blocks. A realloc stays in the pointer's
- * slot. New keys are born in jemalloc.
+ * slot. New keys are born in jemalloc, but for small strings (below).
  *
  * Placed writes. A few writes to a key already in its blocks keep it there
  * (slotCompactReplaceSds, slotCompactPlaceBegin/End, called from our
@@ -26,6 +26,9 @@
  * thread's zmalloc placement arena; a string SET over a string is written
  * over the old one or allocated in the slot. Such a write does not queue
  * its key (below), so an update load (YCSB's) costs the cycle nothing.
+ * A new string key of SET, GETSET or MSET is born in its blocks
+ * (slotCompactNewString, slotCompactDupKeyName): relocated later, its heap
+ * chunks would leave the pages among the keyspace's dictEntries holed.
  *
  * Relocation ("slot compaction"). Keys get into their slot's blocks by
  * being moved on the main thread. We do not write a second traversal of
