@@ -139,13 +139,19 @@ def main():
             # the others meet no listener at all.
             print("%s: refused (the listener had closed)" % kind)
             continue
-        if kind == "garbage":
-            s.sendall(os.urandom(HELLO_LEN))
-        elif kind == "token":
-            s.sendall(hello(b"not-the-token".ljust(32, b"x")))
-        elif kind == "short":
-            s.sendall(hello(b"")[:5])
-            s.shutdown(socket.SHUT_WR)
+        try:
+            if kind == "garbage":
+                s.sendall(os.urandom(HELLO_LEN))
+            elif kind == "token":
+                s.sendall(hello(b"not-the-token".ljust(32, b"x")))
+            elif kind == "short":
+                s.sendall(hello(b"")[:5])
+                s.shutdown(socket.SHUT_WR)
+        except OSError:
+            # Reset before it said its piece: the listener had already
+            # dropped it (a connection still in its backlog when the donor
+            # came and the listener closed). Its first poll reports it.
+            pass
         strangers.append(Stranger(kind, s))
 
     t1, attempts, connected = time.monotonic(), 0, 0
