@@ -1482,14 +1482,7 @@ robj *slotCompactNewString(robj *key, robj *val) {
     arena = slotCompactBirthArena((int)keyHashSlot(key->ptr, (int)sdslen(key->ptr)));
     if (arena < 0) return NULL;
     zmalloc_place_arena = arena;
-    if (val->encoding == OBJ_ENCODING_INT) {
-        o = createObject(OBJ_STRING, val->ptr);
-        o->encoding = OBJ_ENCODING_INT;
-    } else if (val->encoding == OBJ_ENCODING_EMBSTR) {
-        o = createEmbeddedStringObject(val->ptr, sdslen(val->ptr));
-    } else {
-        o = createRawStringObject(val->ptr, sdslen(val->ptr));
-    }
+    o = dupStringObject(val);
     zmalloc_place_arena = -1;
     o->lru = val->lru;
     sc.born_keys++;

@@ -449,7 +449,6 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         set born [sa_info 0 slotalloc_born_keys]
         set pending [sa_info 0 slotalloc_pending_keys]
         set relocated [sa_info 0 slotalloc_relocated_keys]
-        set cases {}
         # SET of every encoding, with and without a TTL, GETSET, MSET, and
         # the SET family's other forms.
         sa_both set born:emb:{b1} [randstring 1 44 binary]
