@@ -451,7 +451,8 @@ start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu
         set relocated [sa_info 0 slotalloc_relocated_keys]
         # SET of every encoding, with and without a TTL, GETSET, MSET, and
         # the SET family's other forms.
-        sa_both set born:emb:{b1} [randstring 1 44 binary]
+        # (At least 8 bytes: the overwrite of b1 below must fit in place.)
+        sa_both set born:emb:{b1} [randstring 8 44 binary]
         sa_both set born:raw:{b2} [randstring 45 4096 binary]
         sa_both set born:int:{b3} 123456789012
         sa_both set born:ttl:{b4} [randstring 1 100 alpha] px 100000000
