@@ -136,7 +136,7 @@ run_cluster() {
 
 # slot-affinity: the setting that is not the default (the migration tests
 # run with both).
-other_affinity=yes
+other_affinity=no
 
 # runtest over some of tests/unit/rdmamig/*.tcl: the options, then "--",
 # then the files; the output is appended to $log. Returns runtest's status
@@ -161,9 +161,9 @@ run_ours() {
     done
     runtest_rdmamig -- "${files[@]}" || rc=1
     # The migration files once more with the other slot-affinity setting
-    # (the default, no: keys in the heap, relocated by the donor's prepare,
-    # see migrate-affinity.tcl; yes: keys always in their slots' blocks),
-    # wherever a test file leaves it to the default.
+    # (the default, yes in groups of 256: keys in their groups' blocks; no:
+    # keys in the heap, relocated by the donor's prepare, see
+    # migrate-affinity.tcl), wherever a test file leaves it to the default.
     files=()
     for t in "$repo"/tests/unit/rdmamig/migrate*.tcl; do
         [ -e "$t" ] || continue
@@ -175,11 +175,11 @@ run_ours() {
     if [ ${#files[@]} -gt 0 ]; then
         echo "run-tests: the migration tests again with slot-affinity $other_affinity" | tee -a "$log"
         runtest_rdmamig --config slot-affinity "$other_affinity" -- "${files[@]}" || rc=1
-        # And a third time in slot groups of 64 (slot-affinity-group-slots):
-        # whole groups move as units (one arena, one lead carrying its
-        # blocks), the groups a range splits are relocated at the prepare.
-        echo "run-tests: the migration tests again with slot-affinity yes in groups of 64" | tee -a "$log"
-        runtest_rdmamig --config slot-affinity yes --config slot-affinity-group-slots 64 \
+        # And a third time with each slot its own arena
+        # (slot-affinity-group-slots 1): every slot moves as its own blocks
+        # and nothing is relocated at the prepare.
+        echo "run-tests: the migration tests again with slot-affinity yes in groups of 1" | tee -a "$log"
+        runtest_rdmamig --config slot-affinity yes --config slot-affinity-group-slots 1 \
             -- "${files[@]}" || rc=1
     fi
     pass=$(count '^\[ok\]:' "$log"); fail=$(count '^\[(err|exception)\]:' "$log")

@@ -107,7 +107,10 @@ proc sa_blocks_total {slots} {
 start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:skip cluster rdmamig}} {
 # slot-affinity-cpu 0: no background compaction, so that what moves is
 # what DEBUG SLOTCOMPACT moved (slotaffinity-types.tcl covers the cycle).
-start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu 0} tags {external:skip cluster rdmamig}} {
+# Each slot its own arena (slot-affinity-group-slots 1): the exact
+# CLUSTER SLOTBLOCKS replies and the per-slot slack below are of that
+# layout; slotgroups.tcl tests groups.
+start_server {overrides {cluster-enabled yes slot-affinity yes slot-affinity-cpu 0 slot-affinity-group-slots 1} tags {external:skip cluster rdmamig}} {
     rdmamig_own_all_slots -1
     rdmamig_own_all_slots 0
 
@@ -562,10 +565,21 @@ start_server {overrides {cluster-enabled yes slot-affinity no} tags {external:sk
 }
 
 start_server {overrides {cluster-enabled yes} tags {external:skip cluster rdmamig}} {
-    test {Slot affinity: off by default in cluster mode, no address space reserved} {
-        assert_equal {slot-affinity no} [r config get slot-affinity]
-        assert_equal 0 [sa_info 0 slotalloc_enabled]
-        assert_equal 0 [sa_info 0 slotalloc_range_bytes]
+    rdmamig_own_all_slots 0
+
+    test {Slot affinity: on by default in cluster mode, in groups of 256} {
+        assert_equal {slot-affinity yes} [r config get slot-affinity]
+        assert_equal {slot-affinity-group-slots 256} [r config get slot-affinity-group-slots]
+        assert_equal 1 [sa_info 0 slotalloc_enabled]
+        # The reserved range is address space only (64 GB by default).
+        assert_equal [expr {64 << 30}] [sa_info 0 slotalloc_range_bytes]
+        # A key is born in the arena its slot's group of 256 shares.
+        r set foo bar
+        set slot [r cluster keyslot foo]
+        set d [r cluster slotblocks $slot]
+        assert_equal 1 [dict get $d keys_in_blocks]
+        assert_equal [expr {$slot & ~255}] [dict get $d arena]
+        r del foo
     }
 }
 
