@@ -104,6 +104,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         map[b].expect = 0;
         map[b].sum = 0;
     }
+    /* As INITRDMASERVER does: the slot gets an arena of its own for the
+     * import (in groups, by default, it shares its group's), and its
+     * group's again once the import ended (below). */
+    if (slotCompactIsolate(slot) == -1) fzFail("no arena id is free for the slot", 0, NULL);
     if (slotAllocReserveBlocks(slot, nb, sizes, addrs) == -1) fzFail("cannot reserve blocks", 0, NULL);
     for (size_t b = 0; b < nb; b++) map[b].local = addrs[b];
     fuzzApplyPatches(data, size, pos, addrs, sizes, nb);
@@ -149,6 +153,7 @@ release:
     slotCompactReleaseSlot(slot);
     slotAllocSlotStats(slot, &st);
     if (st.blocks || st.detached_blocks) fzFail("blocks left after the release", 0, NULL);
+    slotCompactRegroup(slot);
     if (zmalloc_used_memory() != used_before &&
         dictSlots(server.db[0].dict) + dictSlots(server.db[0].expires) == slots_before)
     {
