@@ -34,6 +34,28 @@ proc ad_calls {n cmd} {
     return 0
 }
 
+# The commands of a RESP file (an AOF increment), each a list of arguments.
+proc ad_resp_parse {data} {
+    set cmds {}
+    set p 0
+    set end [string length $data]
+    while {$p < $end} {
+        set e [string first "\r\n" $data $p]
+        if {[string index $data $p] ne "*"} { error "RESP: no array at $p" }
+        set argc [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+        set p [expr {$e + 2}]
+        set args {}
+        for {set a 0} {$a < $argc} {incr a} {
+            set e [string first "\r\n" $data $p]
+            set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+            lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
+            set p [expr {$e + 4 + $len}]
+        }
+        lappend cmds $args
+    }
+    return $cmds
+}
+
 # How many times command name is in node n's AOF increments.
 proc ad_aof_count {n name} {
     set dir [lindex [R $n config get dir] 1]
@@ -210,6 +232,65 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         ad_assert_blocks_settle 1
         ad_assert_blocks_settle 3
         mg_cluster_check 0
+    }
+
+    # What an operator runs on such an AOF (README, "Replicas and AOF"):
+    # redis-check-aof checks its framing and accepts the records; a file
+    # cut inside a record's block images is reported, and --fix leaves the
+    # records before the cut, which load. (The images' checksums are
+    # checked at load: the damaged-AOF tests below.)
+    test {redis-check-aof: an AOF holding RDMASLOTADOPT is valid; cut inside one, --fix keeps the slots adopted before it} {
+        set digest [R 1 debug digest]
+        set size [R 1 dbsize]
+        set counts [mg_expected_counts $F $fkeys]
+        set dir [lindex [R 1 config get dir] 1]
+        set adir [lindex [R 1 config get appenddirname] 1]
+        set manifest $dir/$adir/[lindex [R 1 config get appendfilename] 1].manifest
+        set f [lindex [glob $dir/$adir/*.incr.aof] 0]
+        assert_match {*All AOF files and manifest are valid*} [exec src/redis-check-aof $manifest]
+        set fd [open $f rb]
+        set orig [read $fd]
+        close $fd
+        # The last RDMASLOTADOPT: the slots it names (its lead, and its
+        # MEMBERS' with slot groups) lose their keys with the cut.
+        set at [string last "\$13\r\nRDMASLOTADOPT\r\n" $orig]
+        set start [string last "*" $orig $at]
+        set args [lindex [ad_resp_parse [string range $orig $start end]] 0]
+        assert_equal RDMASLOTADOPT [string toupper [lindex $args 0]]
+        set lost [list [lindex $args 1]]
+        set m [lsearch -exact $args MEMBERS]
+        if {$m >= 0} {
+            for {set i [expr {$m + 2}]} {$i < [llength $args]} {incr i 3} {
+                lappend lost [lindex $args $i]
+            }
+        }
+        set cut [expr {$start + ([string length $orig] - $start) / 2}]
+        set fd [open $f wb]
+        puts -nonewline $fd [string range $orig 0 [expr {$cut - 1}]]
+        close $fd
+        catch {exec src/redis-check-aof $manifest} out
+        assert_match {*is not valid*} $out
+        assert_match {*Successfully truncated AOF*} [exec src/redis-check-aof --fix $manifest << "y\n"]
+        assert_match {*All AOF files and manifest are valid*} [exec src/redis-check-aof $manifest]
+        assert_lessthan [file size $f] $cut
+        R 1 debug loadaof
+        set gone 0
+        foreach s $lost {
+            incr gone [dict get $counts $s]
+            assert_equal 0 [R 1 cluster countkeysinslot $s]
+            dict set counts $s 0
+        }
+        assert_morethan $gone 0
+        mg_assert_counts 1 $counts
+        assert_equal [expr {$size - $gone}] [R 1 dbsize]
+        mg_assert_slotalloc_sound 1
+        # The whole file again: every key, as before.
+        set fd [open $f wb]
+        puts -nonewline $fd $orig
+        close $fd
+        R 1 debug loadaof
+        assert_equal $digest [R 1 debug digest]
+        mg_assert_keys 1 $snap
     }
 
     test {RDMASLOTADOPT: the recipient restarted from its AOF holds every key, and so after an AOF rewrite} {
@@ -452,28 +533,6 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 }
 
 # --- a damaged RDMASLOTADOPT (the AOF here) --------------------------------
-
-# The commands of a RESP file (an AOF increment), each a list of arguments.
-proc ad_resp_parse {data} {
-    set cmds {}
-    set p 0
-    set end [string length $data]
-    while {$p < $end} {
-        set e [string first "\r\n" $data $p]
-        if {[string index $data $p] ne "*"} { error "RESP: no array at $p" }
-        set argc [string range $data [expr {$p + 1}] [expr {$e - 1}]]
-        set p [expr {$e + 2}]
-        set args {}
-        for {set a 0} {$a < $argc} {incr a} {
-            set e [string first "\r\n" $data $p]
-            set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
-            lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
-            set p [expr {$e + 4 + $len}]
-        }
-        lappend cmds $args
-    }
-    return $cmds
-}
 
 # Node n's AOF increment f rewritten with cmds, loaded again (DEBUG
 # LOADAOF): the node must stay up.
