@@ -11,7 +11,9 @@
 # no its blocks are evacuated to the heap afterwards, as the recipient's.
 # Writes replayed during the migration follow the adoptions. The recipient
 # restarted from its AOF holds every key, and so after an AOF rewrite
-# (which writes no RDMASLOTADOPT). A replica that did not announce "REPLCONF
+# (which writes no RDMASLOTADOPT); redis-check-aof finds such an AOF valid,
+# reports one cut inside an RDMASLOTADOPT, and its --fix leaves a file that
+# loads every slot adopted before the cut. A replica that did not announce "REPLCONF
 # capa rdma-slot-adopt" (a raw SYNC, as an older build's) makes the
 # recipient send RESTOREs again, and its replica still ends equal; one
 # that attaches in the middle of the link gets RESTOREs for the slots
