@@ -831,3 +831,25 @@ proc mg_migrate_checked {from to ranges snap} {
     mg_assert_slotalloc_sound $to
     return $reply
 }
+
+# The commands of a RESP file (an AOF increment), each a list of arguments.
+proc mg_resp_parse {data} {
+    set cmds {}
+    set p 0
+    set end [string length $data]
+    while {$p < $end} {
+        set e [string first "\r\n" $data $p]
+        if {[string index $data $p] ne "*"} { error "RESP: no array at $p" }
+        set argc [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+        set p [expr {$e + 2}]
+        set args {}
+        for {set a 0} {$a < $argc} {incr a} {
+            set e [string first "\r\n" $data $p]
+            set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
+            lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
+            set p [expr {$e + 4 + $len}]
+        }
+        lappend cmds $args
+    }
+    return $cmds
+}

@@ -36,28 +36,6 @@ proc ad_calls {n cmd} {
     return 0
 }
 
-# The commands of a RESP file (an AOF increment), each a list of arguments.
-proc ad_resp_parse {data} {
-    set cmds {}
-    set p 0
-    set end [string length $data]
-    while {$p < $end} {
-        set e [string first "\r\n" $data $p]
-        if {[string index $data $p] ne "*"} { error "RESP: no array at $p" }
-        set argc [string range $data [expr {$p + 1}] [expr {$e - 1}]]
-        set p [expr {$e + 2}]
-        set args {}
-        for {set a 0} {$a < $argc} {incr a} {
-            set e [string first "\r\n" $data $p]
-            set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
-            lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
-            set p [expr {$e + 4 + $len}]
-        }
-        lappend cmds $args
-    }
-    return $cmds
-}
-
 # How many times command name is in node n's AOF increments.
 proc ad_aof_count {n name} {
     set dir [lindex [R $n config get dir] 1]
@@ -257,7 +235,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # MEMBERS' with slot groups) lose their keys with the cut.
         set at [string last "\$13\r\nRDMASLOTADOPT\r\n" $orig]
         set start [string last "*" $orig $at]
-        set args [lindex [ad_resp_parse [string range $orig $start end]] 0]
+        set args [lindex [mg_resp_parse [string range $orig $start end]] 0]
         assert_equal RDMASLOTADOPT [string toupper [lindex $args 0]]
         set lost [list [lindex $args 1]]
         set m [lsearch -exact $args MEMBERS]
@@ -584,7 +562,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal 1 [llength $files]
         set f [lindex $files 0]
         set fd [open $f rb]
-        set cmds [ad_resp_parse [read $fd]]
+        set cmds [mg_resp_parse [read $fd]]
         close $fd
         set damaged {}
         set i 0
@@ -658,7 +636,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set adir [lindex [R 1 config get appenddirname] 1]
         set f [lindex [glob $dir/$adir/*.incr.aof] 0]
         set fd [open $f rb]
-        set cmds [ad_resp_parse [read $fd]]
+        set cmds [mg_resp_parse [read $fd]]
         close $fd
         # The last two units: 8192-8207 and 8208-8223.
         set units {}

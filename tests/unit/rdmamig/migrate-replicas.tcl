@@ -32,25 +32,14 @@ proc rs_aof_slotdrops {n} {
     set dir [lindex [R $n config get dir] 1]
     set adir [lindex [R $n config get appenddirname] 1]
     set drops {}
-    set name "\$12\r\nRDMASLOTDROP\r\n"
     foreach f [lsort -dictionary [glob -nocomplain $dir/$adir/*.incr.aof]] {
         set fd [open $f rb]
         set data [read $fd]
         close $fd
-        set pos 0
-        while {[set i [string first $name $data $pos]] >= 0} {
-            set hdr [string range $data [expr {$i - 8}] [expr {$i - 1}]]
-            if {![regexp {\*([0-9]+)\r\n$} $hdr -> argc]} { fail "AOF $f: no array header before RDMASLOTDROP" }
-            set p [expr {$i + [string length $name]}]
-            set args {}
-            for {set a 1} {$a < $argc} {incr a} {
-                set e [string first "\r\n" $data $p]
-                set len [string range $data [expr {$p + 1}] [expr {$e - 1}]]
-                lappend args [string range $data [expr {$e + 2}] [expr {$e + 1 + $len}]]
-                set p [expr {$e + 4 + $len}]
+        foreach cmd [mg_resp_parse $data] {
+            if {[string toupper [lindex $cmd 0]] eq {RDMASLOTDROP}} {
+                lappend drops [lrange $cmd 1 end]
             }
-            lappend drops $args
-            set pos $p
         }
     }
     return $drops
