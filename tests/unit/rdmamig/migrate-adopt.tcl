@@ -214,7 +214,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_cluster_check 0
     }
 
-    # What an operator runs on such an AOF (README, "Replicas and AOF"):
+    # What an operator runs on such an AOF (README, "Checking an AOF"):
     # redis-check-aof checks its framing and accepts the records; a file
     # cut inside a record's block images is reported, and --fix leaves the
     # records before the cut, which load. (The images' checksums are
