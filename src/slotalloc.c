@@ -2037,6 +2037,11 @@ int slotAllocDrainBlock(void *block_addr, int on) {
     if (b->state == SA_BLOCK_ACTIVE && !b->huge && b->base == block_addr) {
         if (on && a->empty == b) saSetEmpty(a, NULL);
         saBlockSetDraining(a, b, on != 0);
+        /* No free will ever empty a block that is empty already (the
+         * slot's cached one, which the sparse sweep finds emptiest): apply
+         * the empty block policy now, or it stays committed for good.
+         * Draining, it goes; undrained, it may become the cached one. */
+        if (b->live == 0) saBlockEmptied(a, b);
         ret = 0;
     } else {
         errno = EINVAL;
@@ -2582,6 +2587,16 @@ static int saTestDrain(void) {
     SA_CHECK(slotAllocDrainBlock(bi[0].addr, 0) == 0 && !slotAllocIsDraining(bi[0].addr));
     SA_CHECK(saTestVerifyAll());
     for (size_t i = 0; i < n; i++) slotAllocFree(ptrs[i]);
+    /* Every block emptied: one stays, cached. Draining it releases it
+     * (nothing would ever be freed in it again), and so does undraining
+     * an empty block that another cached one outlives. */
+    slotAllocSlotStats(3, &ss);
+    SA_CHECK(ss.blocks == 1 && ss.has_cached_empty && ss.live_allocs == 0);
+    nb = slotAllocSlotBlocks(3, bi, 8);
+    SA_CHECK(nb == 1 && slotAllocDrainBlock(bi[0].addr, 1) == 0);
+    slotAllocSlotStats(3, &ss);
+    SA_CHECK(ss.blocks == 0 && !ss.has_cached_empty);
+    SA_CHECK(saTestVerifyAll());
     return 0;
 }
 
