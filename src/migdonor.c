@@ -682,11 +682,37 @@ static int migDonorHandoverSlice(migSession *s) {
     return 0;
 }
 
-/* Delete (phase 7), in slices: the donor's copies of the keys, with one
- * RDMASLOTDROP per slice for the slots it went through to its replicas
- * and AOF (DELs if a replica does not understand it; migsession.c,
- * "Dropping slots on replicas and AOF"), and each slot's manifest once its
- * keys are gone.
+/* Send the RDMASLOTDROP for the held slots below limit (migDonorDeleteSlice;
+ * between migPropagateBegin() and migPropagateEnd()). While slots stay
+ * held, keys this node no longer has are still on its replicas, and a
+ * replica without capa rdma-slot-drop must not continue with PSYNC into a
+ * stream that will drop them (migSlotDropHold). */
+static void migDonorDropHeld(migSession *s, int limit) {
+    unsigned char now[CLUSTER_SLOTS / 8] = {0};
+    int any = 0, left = 0;
+
+    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
+        if (!migSlotIsSet(s->d.drop_held, slot)) continue;
+        if (slot >= limit) {
+            left = 1;
+            continue;
+        }
+        now[slot >> 3] |= 1 << (slot & 7);
+        s->d.drop_held[slot >> 3] &= ~(1 << (slot & 7));
+        any = 1;
+    }
+    if (any) migPropagateSlotDrop(now);
+    migSlotDropHold(left);
+}
+
+/* Delete (phase 7), in slices: the donor's copies of the keys, with an
+ * RDMASLOTDROP to its replicas and AOF for the slots gone through (DELs if
+ * a replica does not understand it; migsession.c, "Dropping slots on
+ * replicas and AOF"), and each slot's manifest once its keys are gone.
+ * The RDMASLOTDROP waits for the end of the slice that completes a group
+ * of slot-affinity-group-slots slots (migDonorDropHeld): a replica
+ * releases a group's arena wholesale only when one command names all of
+ * its slots (migDropSlots).
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
  * without freeing (MIG_DEL_IN_BLOCKS); once the lazyfree thread has
  * freed everything queued before that ended (a barrier job: an expire or
@@ -713,17 +739,22 @@ static int migDonorDeleteSlice(migSession *s) {
     if (s->d.delete_stage == 0 && server.masterhost) {
         serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
                   "its full sync replaces the keys left to delete");
+        memset(s->d.drop_held, 0, sizeof(s->d.drop_held));
+        migSlotDropHold(0);
         s->d.delete_stage = 1;
     }
     if (s->d.delete_stage == 0) {
-        /* The slots this slice goes through, for its RDMASLOTDROP; decided
-         * per slice: a replica may attach between two. */
-        unsigned char dropped[CLUSTER_SLOTS / 8] = {0};
+        /* RDMASLOTDROP or DELs: decided per slice, a replica may attach
+         * between two. One that does not understand RDMASLOTDROP came
+         * with a full sync, after the held slots' keys were gone: the
+         * others still need the command (it is an error on that one). */
         int drop = migSlotDropUsable();
+        int group = server.slot_affinity_group_slots;
 
         /* s->cursor walks the slots, s->stage the s->slots entries (in
          * slot order; slots without an entry had no keys). */
         prev_core = migPropagateBegin();
+        if (!drop) migDonorDropHeld(s, CLUSTER_SLOTS);
         while (s->cursor < CLUSTER_SLOTS) {
             int slot = s->cursor;
             migSlot *ms;
@@ -733,7 +764,7 @@ static int migDonorDeleteSlice(migSession *s) {
                 s->cursor++;
                 continue;
             }
-            dropped[slot >> 3] |= 1 << (slot & 7);
+            if (drop) s->d.drop_held[slot >> 3] |= 1 << (slot & 7);
             ms = migSlotEntry(s, slot);
             if (ms && !ms->unlinked) {
                 ms->unlinked = 1;
@@ -762,7 +793,8 @@ static int migDonorDeleteSlice(migSession *s) {
             migDeleteKey(db, slot, de, how, known ? &hash : NULL, !drop);
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
-        if (drop) migPropagateSlotDrop(dropped);
+        if (drop) migDonorDropHeld(s, s->cursor == CLUSTER_SLOTS ? CLUSTER_SLOTS :
+                                   s->cursor - s->cursor % (group > 0 ? group : 1));
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->d.delete_stage = 1;
     }

@@ -633,6 +633,8 @@ sds migrationGenInfo(sds info) {
         "migration_total_writes_replayed:%lld\r\n"
         "migration_thread_priority_raised:%lld\r\n"
         "migration_data_peers_refused:%lld\r\n"
+        "migration_slot_drop_keys_wholesale:%lld\r\n"
+        "migration_slot_drop_keys_freed:%lld\r\n"
         "migration_max_bandwidth:%lld\r\n"
         "migration_rdma_wr_posted:%llu\r\n"
         "migration_rdma_chains_posted:%llu\r\n"
@@ -656,6 +658,7 @@ sds migrationGenInfo(sds info) {
         migLast.relocated_keys, migLast.relocated_bytes, migLast.relocated_ns / 1000000,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
         migLast.total_writes_replayed, migLast.prio_raised, refused,
+        migLast.drop_keys_wholesale, migLast.drop_keys_freed,
         server.migration_max_bandwidth,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,
         (unsigned long long)t.rdma_bytes_written, (unsigned long long)t.tcp_bytes_sent);

@@ -622,27 +622,72 @@ void migPropagateSlotDrop(const unsigned char *bitmap) {
     zfree(argv);
 }
 
+/* A donor holds back an RDMASLOTDROP (held) or sent every one it held:
+ * while it holds one, the stream will drop keys this node no longer has,
+ * wherever a PSYNC continues it, so a replica without the capability gets
+ * a full sync (migrationPsyncAllowed). */
+void migSlotDropHold(int held) {
+    if (held) migSlotDropEnd = LLONG_MAX;
+    else if (migSlotDropEnd == LLONG_MAX) migSlotDropEnd = server.master_repl_offset;
+}
+
 /* RDMASLOTDROP's work (the command is in migration.c): delete every key
  * of the slots of bitmap, lazy freeing values on the lazyfree thread as
  * UNLINK does, and release the emptied slots' blocks. Returns the number of
- * keys deleted. */
+ * keys deleted.
+ *
+ * Wholesale, as the donor's delete (docs/DESIGN.md, "Replicas, AOF and
+ * failures"): a slot whose arena holds only slots of bitmap (the donor
+ * sends one command per group of slots, migDonorDeleteSlice) has the keys
+ * that lie whole in its blocks (slotCompactKeyInBlocks: the counting walk,
+ * about a quarter of a free one allocation at a time) unlinked without a
+ * free, and the arena's blocks go at once when its slots are empty. The
+ * others are freed synchronously, even for ASYNC (a big value outside its
+ * blocks too): the lazyfree thread must be done with the blocks before
+ * they go. So wholesale needs that thread idle
+ * first (nothing queued earlier may still free into the blocks); if it is
+ * not, every key is freed one by one, as before. */
 long long migDropSlots(const unsigned char *bitmap, int lazy) {
     redisDb *db = &server.db[0];
     long long deleted = 0;
+    unsigned char whole[CLUSTER_SLOTS / 8];
+    int nwhole = 0;
 
+    if (bioPendingJobsOfType(BIO_LAZY_FREE) == 0)
+        nwhole = slotCompactWholeArenas(bitmap, whole);
+    else
+        memset(whole, 0, sizeof(whole));
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         dictEntry *de;
         if (!migSlotIsSet(bitmap, slot)) continue;
+        int bulk = migSlotIsSet(whole, slot);
+        if (bulk) {
+            /* An arena without blocks (slot-affinity no): nothing to
+             * release at once, and ASYNC stays lazy. */
+            slotAllocSlotStat st;
+            slotAllocSlotStats(slot, &st);
+            if (st.blocks == 0) {
+                bulk = 0;
+                whole[slot >> 3] &= ~(1 << (slot & 7));
+            }
+        }
         migDelAhead ahead;
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
+            int how = bulk && slotCompactKeyInBlocks(de, slot) ? MIG_DEL_IN_BLOCKS :
+                      lazy && !bulk ? MIG_DEL_LAZY : MIG_DEL_SYNC;
             /* Prefetches only: the hash is not passed on, as a delete
              * may run modules' callbacks. */
             migDelLookahead(db->dict, de, &ahead);
-            migDeleteKey(db, slot, de, lazy ? MIG_DEL_LAZY : MIG_DEL_SYNC, NULL, 0);
+            migDeleteKey(db, slot, de, how, NULL, 0);
+            if (how == MIG_DEL_IN_BLOCKS) migLast.drop_keys_wholesale++;
+            else migLast.drop_keys_freed++;
             deleted++;
         }
-        migReleaseIfEmpty(slot);
+        if (!bulk) migReleaseIfEmpty(slot);
     }
+    /* Every slot of each whole arena is empty now. */
+    for (int slot = 0; nwhole && slot < CLUSTER_SLOTS; slot++)
+        if (migSlotIsSet(whole, slot)) slotCompactRetireUnit(slot, bitmap);
     return deleted;
 }
 

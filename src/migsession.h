@@ -169,6 +169,9 @@ typedef struct migDonorState {
     migMainFn *job;                 /* Main thread job the thread waits on. */
     int job_result, job_done;
     int delete_stage;               /* See migDonorDeleteSlice. */
+    unsigned char drop_held[CLUSTER_SLOTS / 8]; /* Slots deleted whose
+                                     * RDMASLOTDROP waits for the end of
+                                     * their group (migDonorDropHeld). */
     long long stage_start_ms;
     int handed_over;
     /* Donor, from the end of the transfer to the replay: the commands that
@@ -359,6 +362,9 @@ struct migLast {
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */
+    /* RDMASLOTDROP applied here (a donor's replica, an AOF load): keys
+     * unlinked with their blocks released wholesale, and freed one by one. */
+    long long drop_keys_wholesale, drop_keys_freed;
     xferStats tstats;                /* Summed over migrations. */
     /* The last import session here, for RDMARESOLVE: its id, and whether
      * it ended with the slots this node's. */
@@ -448,6 +454,7 @@ void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la);
  * if every replica attached understands it. */
 int migSlotDropUsable(void);
 void migPropagateSlotDrop(const unsigned char *bitmap);
+void migSlotDropHold(int held);
 /* RDMASLOTDROP's work on a replica or at AOF load (migration.c has the
  * command), and where the last one applied ended in the master's stream. */
 long long migDropSlots(const unsigned char *bitmap, int lazy);

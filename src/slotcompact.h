@@ -100,6 +100,10 @@ void slotCompactRegroup(int slot);
  * if no id is free. */
 int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole);
 int slotCompactUnite(const int *slots, int n);
+/* Everything key de owns (what CLUSTER SLOTBLOCKS counts) lies in slot's
+ * blocks, its value held by no one else: unlinking it and releasing the
+ * blocks wholesale frees it whole. */
+int slotCompactKeyInBlocks(struct dictEntry *de, int slot);
 /* One key now, even in a pinned slot (a migration's stragglers). */
 int slotCompactKeyNow(struct dictEntry *de);
 /* A value and its flat payload are in the slot's blocks. */

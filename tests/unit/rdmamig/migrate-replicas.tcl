@@ -1,12 +1,18 @@
 # RDMAMIGRATESLOTS (src/migdonor.c's delete; src/migsession.c, "Dropping
 # slots on replicas and AOF"): the donor's replicas and AOF drop the moved
-# slots with one RDMASLOTDROP per delete slice, not a DEL per key.
+# slots with one RDMASLOTDROP per group of slots a delete slice completes,
+# not a DEL per key.
 #
 # Node 2 replicates node 0, node 3 node 1. After a migration the donor's
 # replica holds none of the moved keys and the digest of its master; it
 # ran no DEL or UNLINK, and as many RDMASLOTDROP as the donor wrote to its
 # AOF, whose ranges are exactly the migration's (SYNC, or ASYNC with
-# lazyfree-lazy-server-del yes). The donor restarted from that AOF has
+# lazyfree-lazy-server-del yes). Whole groups of slots (arenas) go
+# wholesale on the replica: the keys that lie in their blocks unlinked, the
+# blocks released at once, the others freed one by one (INFO
+# migration_slot_drop_keys_*), and its used_memory comes back. While the
+# donor holds a group's RDMASLOTDROP back, a replica without the
+# capability gets no partial resync. The donor restarted from that AOF has
 # none of the keys, without the startup's stale-copy cleanup, and so after
 # an AOF rewrite. A replica that did not announce "REPLCONF capa
 # rdma-slot-drop" (a raw SYNC, as an older build's replica) makes the
@@ -45,6 +51,23 @@ proc rs_aof_slotdrops {n} {
     return $drops
 }
 
+# count hashes of 20 fields on node n in the slot set (born in the heap,
+# on its replicas too); returns their names.
+proc rs_fill_hashes {n prefix count slotset} {
+    set keys [mg_names $prefix $count $slotset]
+    foreach k $keys {
+        set args {}
+        for {set f 0} {$f < 20} {incr f} { lappend args f$f [string repeat h 100] }
+        R $n hset $k {*}$args
+    }
+    return $keys
+}
+
+# An INFO field of node n.
+proc rs_info {n field} {
+    getInfoProperty [R $n info everything] $field
+}
+
 # The slots the RDMASLOTDROP commands drops name, sorted, each once.
 proc rs_drop_slots {drops} {
     set slots {}
@@ -60,7 +83,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     mg_appendonly 0 yes
     mg_appendonly 1 yes
 
-    test {RDMASLOTDROP: the donor's replica drops the moved slots with one command per delete slice, no DEL} {
+    test {RDMASLOTDROP: the donor's replica drops the moved slots with one command per group of slots, no DEL} {
         set fkeys [mg_fill 0 f 600 $Fset]
         mg_fill 0 k 100 [mg_slotset 2000-8191]
         mg_fill 1 r 100 [mg_slotset 8192-16383]
@@ -81,14 +104,90 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal $unlink [rs_calls 2 unlink]
         set drops [lrange [rs_aof_slotdrops 0] $aof end]
         set n [llength $drops]
-        # One per slice of 500 us: a handful for 600 keys, never one per key.
-        assert {$n >= 1 && $n < 60}
+        # At most one per group of 256 slots the range touches (100-255,
+        # 256-399, 1000-1023, 1024-1199), never one per key.
+        assert {$n >= 1 && $n <= 4}
         assert_equal [expr {$drop + $n}] [rs_calls 2 rdmaslotdrop]
         assert_equal [lsort -integer [mg_expand $F]] [rs_drop_slots $drops]
         foreach d $drops { assert_equal SYNC [lindex $d 0] }
         # Slot by slot in order: the first names the migration's first slot.
         assert_equal 100 [lindex [split [lindex $drops 0 1] -] 0]
         mg_cluster_check 0
+    }
+
+    # Two whole groups of slots (slot-affinity-group-slots 256, the
+    # default) with every kind of key, big ones too, compacted on the
+    # replica: the donor sends one RDMASLOTDROP per group it completes, and
+    # the replica unlinks the keys that lie in their blocks and releases
+    # the groups' blocks at once (migDropSlots); the keys it holds outside
+    # them are freed one by one. Then back, from the recipient: its
+    # replica's keys are the adopted blocks' (RDMASLOTADOPT).
+    test {RDMASLOTDROP: the replica releases whole groups of slots wholesale, used_memory comes back} {
+        set W {2048-2559}
+        set Wslots [mg_expand $W]
+        set Wset [mg_slotset $W]
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        set mem0 [rs_info 2 used_memory]
+        set wkeys [mg_fill 0 w 1500 $Wset]
+        lappend wkeys {*}[mg_fill_big 0 w $Wset 20000]
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        R 2 debug slotcompact all
+        # Hashes written after that stay in the replica's heap (new
+        # non-string keys are born there; its background relocation off).
+        R 2 config set slot-affinity-cpu 0
+        lappend wkeys {*}[rs_fill_hashes 0 wh 50 $Wset]
+        wait_for_ofs_sync [Rn 0] [Rn 2]
+        set mem1 [rs_info 2 used_memory]
+        assert {$mem1 - $mem0 > 2000000}
+        set nkeys 0
+        set inblocks 0
+        foreach slot $Wslots {
+            set b [R 2 cluster slotblocks $slot]
+            incr nkeys [dict get $b keys]
+            incr inblocks [dict get $b keys_in_blocks]
+        }
+        assert {$inblocks > $nkeys / 2 && $inblocks <= $nkeys - 50}
+        set whole [rs_info 2 migration_slot_drop_keys_wholesale]
+        set freed [rs_info 2 migration_slot_drop_keys_freed]
+        set aof [llength [rs_aof_slotdrops 0]]
+        set snap [mg_snapshot 0 $wkeys]
+        set reply [mg_migrate 0 1 $W]
+        mg_assert_reply $reply [llength $Wslots] $nkeys
+        mg_assert_keys 1 $snap
+        mg_assert_replicas_equal
+        assert_equal [expr {$whole + $inblocks}] [rs_info 2 migration_slot_drop_keys_wholesale]
+        assert_equal [expr {$freed + $nkeys - $inblocks}] [rs_info 2 migration_slot_drop_keys_freed]
+        # Each command names whole groups (one or both).
+        set drops [lrange [rs_aof_slotdrops 0] $aof end]
+        assert {[llength $drops] >= 1 && [llength $drops] <= 2}
+        assert_equal $Wslots [rs_drop_slots $drops]
+        foreach d $drops {
+            foreach r [lrange $d 1 end] {
+                lassign [split $r -] first last
+                assert {$first % 256 == 0 && ($last + 1) % 256 == 0}
+            }
+        }
+        foreach slot {2048 2303 2304 2559} {
+            assert_equal 0 [dict get [R 2 cluster slotblocks $slot] blocks]
+        }
+        assert {[rs_info 2 used_memory] < $mem0 + ($mem1 - $mem0) / 10}
+        R 2 debug slotcompact check
+        R 2 config set slot-affinity-cpu 10
+        mg_wait_converged
+
+        set whole [rs_info 3 migration_slot_drop_keys_wholesale]
+        set freed [rs_info 3 migration_slot_drop_keys_freed]
+        mg_migrate 1 0 $W
+        mg_assert_keys 0 $snap
+        mg_assert_replicas_equal
+        assert {[rs_info 3 migration_slot_drop_keys_wholesale] - $whole >= $inblocks}
+        assert_equal $nkeys [expr {[rs_info 3 migration_slot_drop_keys_wholesale] - $whole +
+                                   [rs_info 3 migration_slot_drop_keys_freed] - $freed}]
+        foreach slot {2048 2559} {
+            assert_equal 0 [dict get [R 3 cluster slotblocks $slot] blocks]
+        }
+        R 3 debug slotcompact check
+        mg_wait_converged
     }
 
     test {RDMASLOTDROP: the donor restarted from its AOF holds none of the moved keys, and so after an AOF rewrite} {
@@ -102,7 +201,13 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # The AOF dropped them, not the startup's cleanup of stale copies.
         assert_equal 0 [count_log_message 0 "Slot migration: deleted"]
         R 0 bgrewriteaof
-        waitForBgrewriteaof [Rn 0]
+        # The replica's full sync may hold the rewrite back (scheduled).
+        wait_for_condition 300 100 {
+            [status [Rn 0] aof_rewrite_scheduled] == 0 &&
+            [status [Rn 0] aof_rewrite_in_progress] == 0
+        } else {
+            fail "node 0's AOF rewrite did not end"
+        }
         assert_equal {} [rs_aof_slotdrops 0]
         restart_server 0 true false
         mg_fast_clients
@@ -207,8 +312,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # Node 1 gives F (slot 100 with 100k keys: many delete slices) to node
     # 0 and is killed in its delete, once it deleted keys of slot 100 (its
     # writes paused first, so that its slices wait; when it is caught with
-    # keys of slot 100 left, node 3 has dropped the slot whole already,
-    # ahead of its master). Node 3
+    # keys of slot 100 left, node 3 still has every key of the slot: the
+    # RDMASLOTDROP naming it waits for the end of its group, 0-255). Node 3
     # takes over without a key of F (what it had not dropped yet, it drops
     # at once); node 1 comes back, drops its stale copies at startup and
     # replicates node 3.
@@ -220,8 +325,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         dict set zeros 100 0
         wait_for_ofs_sync [Rn 1] [Rn 3]
         set rd [mg_migrate_deferred 1 0 $F]
-        # The donor's delete began with slot 100 (its first slot): each
-        # slice that deleted keys of it ended with an RDMASLOTDROP naming it.
+        # The donor's delete began with slot 100 (its first slot).
         wait_for_condition 5000 1 {
             [R 1 cluster countkeysinslot 100] < $big
         } else {
@@ -230,9 +334,24 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 1 client pause 60000 write
         set left [R 1 cluster countkeysinslot 100]
         if {$left > 0} {
-            # Caught in the slot: the replica dropped it whole already.
+            # Caught in the slot: the replica has not dropped it yet. A
+            # replica without capa rdma-slot-drop gets no partial resync
+            # from here, the stream will drop keys node 1 has no more.
             wait_for_ofs_sync [Rn 1] [Rn 3]
-            assert_equal 0 [R 3 cluster countkeysinslot 100]
+            assert_equal $big [R 3 cluster countkeysinslot 100]
+            set ofs [status [Rn 1] master_repl_offset]
+            set replid [status [Rn 1] master_replid]
+            foreach {capa want} {{eof psync2} FULLRESYNC {eof psync2 rdma-slot-drop} CONTINUE} {
+                set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
+                $rr replconf listening-port 1
+                set argv {}
+                foreach c $capa { lappend argv capa $c }
+                $rr replconf {*}$argv
+                $rr write "PSYNC $replid [expr {$ofs + 1}]\r\n"
+                $rr flush
+                assert_match "$want*" [$rr read]
+                $rr close
+            }
         }
         mg_kill_donor_takeover 1 3 $rd
         mg_assert_counts 3 $zeros
