@@ -120,8 +120,9 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # replica: the donor sends one RDMASLOTDROP per group it completes, and
     # the replica unlinks the keys that lie in their blocks and releases
     # the groups' blocks at once (migDropSlots); the keys it holds outside
-    # them are freed one by one. Then back, from the recipient: its
-    # replica's keys are the adopted blocks' (RDMASLOTADOPT).
+    # them are freed one by one. Then back, from the recipient, with
+    # lazyfree-lazy-server-del yes (ASYNC): its replica's keys are the
+    # adopted blocks' (RDMASLOTADOPT).
     test {RDMASLOTDROP: the replica releases whole groups of slots wholesale, used_memory comes back} {
         set W {2048-2559}
         set Wslots [mg_expand $W]
@@ -177,7 +178,11 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
         set whole [rs_info 3 migration_slot_drop_keys_wholesale]
         set freed [rs_info 3 migration_slot_drop_keys_freed]
+        set aof [llength [rs_aof_slotdrops 1]]
+        R 1 config set lazyfree-lazy-server-del yes
         mg_migrate 1 0 $W
+        R 1 config set lazyfree-lazy-server-del no
+        foreach d [lrange [rs_aof_slotdrops 1] $aof end] { assert_equal ASYNC [lindex $d 0] }
         mg_assert_keys 0 $snap
         mg_assert_replicas_equal
         assert {[rs_info 3 migration_slot_drop_keys_wholesale] - $whole >= $inblocks}
