@@ -832,6 +832,22 @@ proc mg_migrate_checked {from to ranges snap} {
     return $reply
 }
 
+# What node n answers a replica that announces capas (a list, each sent
+# as "capa <c>") and asks PSYNC replid offset: the first line of the reply
+# (+FULLRESYNC ... or +CONTINUE ...). The connection is closed after.
+proc mg_psync_reply {n capas replid offset} {
+    set rr [redis [srv -$n host] [srv -$n port] 0 $::tls]
+    $rr replconf listening-port 1
+    set argv {}
+    foreach c $capas { lappend argv capa $c }
+    $rr replconf {*}$argv
+    $rr write "PSYNC $replid $offset\r\n"
+    $rr flush
+    set line [$rr read]
+    $rr close
+    return $line
+}
+
 # The commands of a RESP file (an AOF increment), each a list of arguments.
 proc mg_resp_parse {data} {
     set cmds {}

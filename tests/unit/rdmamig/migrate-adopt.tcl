@@ -442,16 +442,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
                                       {eof psync2 rdma-slot-drop rdma-slot-adopt} [expr {$ofs1 + 1}] \
                                           [expr {$units ? "FULLRESYNC" : "CONTINUE"}] \
                                       {eof psync2 rdma-slot-drop} [expr {$now + 1}] CONTINUE] {
-            set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
-            $rr replconf listening-port 1
-            set argv {}
-            foreach c $capa { lappend argv capa $c }
-            $rr replconf {*}$argv
-            $rr write "PSYNC $replid1 $from\r\n"
-            $rr flush
-            set line [$rr read]
-            $rr close
-            assert_match "$want*" $line
+            assert_match "$want*" [mg_psync_reply 1 $capa $replid1 $from]
         }
         assert_equal 1 [count_log_message -1 "does not understand RDMASLOTADOPT ("]
         assert_equal $units [count_log_message -1 "does not understand RDMASLOTADOPT MEMBERS"]

@@ -260,16 +260,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         foreach {capa from want} [list {eof psync2} [expr {$ofs1 + 1}] FULLRESYNC \
                                       {eof psync2 rdma-slot-drop} [expr {$ofs1 + 1}] CONTINUE \
                                       {eof psync2} [expr {$now + 1}] CONTINUE] {
-            set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
-            $rr replconf listening-port 1
-            set argv {}
-            foreach c $capa { lappend argv capa $c }
-            $rr replconf {*}$argv
-            $rr write "PSYNC $replid1 $from\r\n"
-            $rr flush
-            set line [$rr read]
-            $rr close
-            assert_match "$want*" $line
+            assert_match "$want*" [mg_psync_reply 1 $capa $replid1 $from]
         }
         assert_equal 1 [count_log_message -1 "does not understand RDMASLOTDROP"]
         mg_wait_converged
@@ -347,15 +338,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             set ofs [status [Rn 1] master_repl_offset]
             set replid [status [Rn 1] master_replid]
             foreach {capa want} {{eof psync2} FULLRESYNC {eof psync2 rdma-slot-drop} CONTINUE} {
-                set rr [redis [srv -1 host] [srv -1 port] 0 $::tls]
-                $rr replconf listening-port 1
-                set argv {}
-                foreach c $capa { lappend argv capa $c }
-                $rr replconf {*}$argv
-                $rr write "PSYNC $replid [expr {$ofs + 1}]\r\n"
-                $rr flush
-                assert_match "$want*" [$rr read]
-                $rr close
+                assert_match "$want*" [mg_psync_reply 1 $capa $replid [expr {$ofs + 1}]]
             }
         }
         mg_kill_donor_takeover 1 3 $rd
