@@ -639,9 +639,9 @@ void migSlotDropHold(int held) {
  * Wholesale, as the donor's delete (docs/DESIGN.md, "Replicas, AOF and
  * failures"): a slot whose arena holds only slots of bitmap (the donor
  * sends one command per group of slots, migDonorDeleteSlice) has the keys
- * that lie whole in its blocks (slotCompactKeyInBlocks: the counting walk,
- * about a quarter of a free one allocation at a time) unlinked without a
- * free, and the arena's blocks go at once when its slots are empty. The
+ * that lie whole in its blocks (slotCompactKeyInBlocks: a walk without
+ * sizes, about a third of a free one allocation at a time) unlinked
+ * without a free, and the arena's blocks go at once when its slots are empty. The
  * others are freed synchronously, even for ASYNC (a big value outside its
  * blocks too): the lazyfree thread must be done with the blocks before
  * they go. So wholesale needs that thread idle

@@ -171,7 +171,10 @@ typedef struct migDonorState {
     int delete_stage;               /* See migDonorDeleteSlice. */
     unsigned char drop_held[CLUSTER_SLOTS / 8]; /* Slots deleted whose
                                      * RDMASLOTDROP waits for the end of
-                                     * their group (migDonorDropHeld). */
+                                     * their group (migDonorDropHeld); */
+    int drop_group;                 /* the group being deleted, + 1 (0:
+                                     * none yet), */
+    int drop_group_held;            /* and whether it is held back whole. */
     long long stage_start_ms;
     int handed_over;
     /* Donor, from the end of the transfer to the replay: the commands that

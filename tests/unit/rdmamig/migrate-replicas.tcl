@@ -193,6 +193,28 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         R 3 debug slotcompact check
         mg_wait_converged
+
+        # Once more with no group held back (hidden migration-drop-hold-keys
+        # 0; 8192 by default: a replica applies a command in one go): one
+        # command per slice, whole groups wholesale only where a slice
+        # went through one whole; the same data either way.
+        set whole [rs_info 2 migration_slot_drop_keys_wholesale]
+        set freed [rs_info 2 migration_slot_drop_keys_freed]
+        set aof [llength [rs_aof_slotdrops 0]]
+        R 0 config set migration-drop-hold-keys 0
+        mg_migrate 0 1 $W
+        R 0 config set migration-drop-hold-keys 8192
+        mg_assert_keys 1 $snap
+        mg_assert_replicas_equal
+        assert_equal $nkeys [expr {[rs_info 2 migration_slot_drop_keys_wholesale] - $whole +
+                                   [rs_info 2 migration_slot_drop_keys_freed] - $freed}]
+        set drops [lrange [rs_aof_slotdrops 0] $aof end]
+        assert_equal $Wslots [rs_drop_slots $drops]
+        foreach slot {2048 2559} {
+            assert_equal 0 [dict get [R 2 cluster slotblocks $slot] blocks]
+        }
+        R 2 debug slotcompact check
+        mg_wait_converged
     }
 
     test {RDMASLOTDROP: the donor restarted from its AOF holds none of the moved keys, and so after an AOF rewrite} {
@@ -305,23 +327,66 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal 1 [R 1 exists $k]
     }
 
-    # Node 1 gives F (slot 100 with 100k keys: many delete slices) to node
-    # 0 and is killed in its delete, once it deleted keys of slot 100 (its
-    # writes paused first, so that its slices wait; when it is caught with
-    # keys of slot 100 left, node 3 still has every key of the slot: the
-    # RDMASLOTDROP naming it waits for the end of its group, 0-255). Node 3
+    # Node 1 gives F to node 0 with slot 100 holding 100k keys, its group's
+    # RDMASLOTDROP held back whole (migration-drop-hold-keys raised above
+    # them; 8192 by default) and its delete paused in slot 100: node 3
+    # still has every key of the slot, and a replica without capa
+    # rdma-slot-drop gets no partial resync from there (the stream will
+    # drop keys node 1 has no more). Unpaused, the migration ends and the
+    # replicas hold their masters' data; F goes back to node 1.
+    test {RDMASLOTDROP: held back for a whole group, no partial resync for a replica without the capability} {
+        set tag [mg_tag [mg_slotset 100]]
+        R 1 eval {for i = 1, 100000 do redis.call('set', '{' .. KEYS[1] .. '}:' .. i, i) end} 1 $tag
+        set big [R 1 cluster countkeysinslot 100]
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        R 1 config set migration-drop-hold-keys 1000000
+        set rd [mg_migrate_deferred 1 0 $F]
+        wait_for_condition 5000 1 {
+            [R 1 cluster countkeysinslot 100] < $big
+        } else {
+            fail "node 1 did not start its delete"
+        }
+        R 1 client pause 60000 write
+        if {[R 1 cluster countkeysinslot 100] > 0} {
+            wait_for_ofs_sync [Rn 1] [Rn 3]
+            assert_equal $big [R 3 cluster countkeysinslot 100]
+            set ofs [status [Rn 1] master_repl_offset]
+            set replid [status [Rn 1] master_replid]
+            foreach {capa want} {{eof psync2} FULLRESYNC {eof psync2 rdma-slot-drop} CONTINUE} {
+                assert_match "$want*" [mg_psync_reply 1 $capa $replid [expr {$ofs + 1}]]
+            }
+        } else {
+            puts "(node 1's delete was past slot 100 when paused: nothing to check)"
+        }
+        R 1 client unpause
+        mg_deferred_reply $rd 1
+        R 1 config set migration-drop-hold-keys 8192
+        mg_assert_replicas_equal
+        assert_equal 0 [R 3 cluster countkeysinslot 100]
+        assert_equal $big [R 2 cluster countkeysinslot 100]
+        mg_wait_converged
+        mg_migrate 0 1 $F
+        mg_assert_replicas_equal
+        mg_wait_converged
+    }
+
+    # Node 1 gives F (slot 100 with 100k keys: many delete slices, its
+    # group too big to be held back whole) to node 0 and is killed in its
+    # delete, once it deleted keys of slot 100 (its writes paused first,
+    # so that its slices wait; when it is caught with keys of slot 100
+    # left, node 3 has dropped the slot whole already, ahead of its
+    # master). Node 3
     # takes over without a key of F (what it had not dropped yet, it drops
     # at once); node 1 comes back, drops its stale copies at startup and
     # replicates node 3.
     test {RDMASLOTDROP: the donor killed in its delete, its replica takes over without the slots' stale keys} {
-        set tag [mg_tag [mg_slotset 100]]
-        R 1 eval {for i = 1, 100000 do redis.call('set', '{' .. KEYS[1] .. '}:' .. i, i) end} 1 $tag
         set big [R 1 cluster countkeysinslot 100]
         set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
         dict set zeros 100 0
         wait_for_ofs_sync [Rn 1] [Rn 3]
         set rd [mg_migrate_deferred 1 0 $F]
-        # The donor's delete began with slot 100 (its first slot).
+        # The donor's delete began with slot 100 (its first slot): each
+        # slice that deleted keys of it ended with an RDMASLOTDROP naming it.
         wait_for_condition 5000 1 {
             [R 1 cluster countkeysinslot 100] < $big
         } else {
@@ -330,16 +395,9 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         R 1 client pause 60000 write
         set left [R 1 cluster countkeysinslot 100]
         if {$left > 0} {
-            # Caught in the slot: the replica has not dropped it yet. A
-            # replica without capa rdma-slot-drop gets no partial resync
-            # from here, the stream will drop keys node 1 has no more.
+            # Caught in the slot: the replica dropped it whole already.
             wait_for_ofs_sync [Rn 1] [Rn 3]
-            assert_equal $big [R 3 cluster countkeysinslot 100]
-            set ofs [status [Rn 1] master_repl_offset]
-            set replid [status [Rn 1] master_replid]
-            foreach {capa want} {{eof psync2} FULLRESYNC {eof psync2 rdma-slot-drop} CONTINUE} {
-                assert_match "$want*" [mg_psync_reply 1 $capa $replid [expr {$ofs + 1}]]
-            }
+            assert_equal 0 [R 3 cluster countkeysinslot 100]
         }
         mg_kill_donor_takeover 1 3 $rd
         mg_assert_counts 3 $zeros
