@@ -16,8 +16,11 @@ tried again, with the same value, until some node says OK. Only a +OK is
 an acknowledgement: the line "key value" is then appended to ACKFILE
 (flushed at once). Once stopped, the writer writes "done <acked>
 <attempts not acknowledged> {<why> <count>, ...}" to ACKFILE.done and
-exits. A write every 2 ms at most per thread: a light load. Run from
-anywhere: rdmamig_resp.py is imported from the script's directory."""
+exits. A write every 2 ms at most per thread: a light load. It also
+stops, without ACKFILE.done, once the process that started it is gone (a
+test client killed, a CI run stopped), so that it never writes into the
+servers a later test starts on the same port. Run from anywhere:
+rdmamig_resp.py is imported from the script's directory."""
 
 import os
 import sys
@@ -66,11 +69,16 @@ class Writer:
             return
 
 
+PARENT = os.getppid()
+
+
 def run(w, names, ackfile, stopfile, stats, i):
     conns = {}
     n = 0
     key = None
     while not os.path.exists(stopfile):
+        if os.getppid() != PARENT:
+            os._exit(1)         # Orphaned: whoever would stop it is gone.
         if key is None:
             key, value = names(n), "v-%d-%s" % (n, "x" * (n % 50))
             n += 1
