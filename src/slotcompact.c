@@ -2082,6 +2082,16 @@ void slotCompactDebugCommand(client *c) {
 /* ============================ CLUSTER SLOTBLOCKS ========================== */
 
 #ifdef HAVE_DEFRAG
+/* Walk everything key de owns with a target that moves nothing (a
+ * counting one); returns whether it all lay in slot's blocks. */
+static int slotCompactWalkKey(dictEntry *de, int slot, void *(*target)(void *)) {
+    sc.count_all_in = 1;
+    slotCompactBegin(slot, target, 1);
+    defragKey(&server.db[0], de);
+    slotCompactEnd();
+    return sc.count_all_in;
+}
+
 /* What one key owns, counted by the walk that relocates it (defrag's
  * traversal with slotCompactCount as target): its name's sds, its robj
  * unless shared, and everything its value owns -- strings' sds, listpacks,
@@ -2093,31 +2103,25 @@ void slotCompactDebugCommand(client *c) {
  * Returns 1 if everything counted lies in the slot's blocks. */
 static int slotBlocksKey(dictEntry *de, int slot, size_t *bytes, size_t *in_blocks) {
     sc.count_bytes = sc.count_in_blocks = 0;
-    sc.count_all_in = 1;
-    slotCompactBegin(slot, slotCompactCount, 1);
-    defragKey(&server.db[0], de);
-    slotCompactEnd();
+    int all_in = slotCompactWalkKey(de, slot, slotCompactCount);
     *bytes += sc.count_bytes;
     *in_blocks += sc.count_in_blocks;
-    return sc.count_all_in;
+    return all_in;
 }
 #endif
 
 /* See slotcompact.h. The walk of CLUSTER SLOTBLOCKS, without the sizes:
- * about a third of what freeing the key one allocation at a time costs. A value object held
- * elsewhere too (refcount above 1, not a shared integer) is "not in
- * blocks": an unlink without a free would leak that reference. */
+ * about a third of what freeing the key one allocation at a time costs.
+ * A value object held elsewhere too (refcount above 1, not a shared
+ * integer) is "not in blocks": an unlink without a free would leak that
+ * reference. */
 int slotCompactKeyInBlocks(dictEntry *de, int slot) {
 #ifdef HAVE_DEFRAG
     robj *o = dictGetVal(de);
 
     if (!sc.initialized || (o->refcount != 1 && o->refcount != OBJ_SHARED_REFCOUNT)) return 0;
     if ((sc.count_arena = slotAllocSlotArena(slot)) < 0) return 0;
-    sc.count_all_in = 1;
-    slotCompactBegin(slot, slotCompactIsIn, 1);
-    defragKey(&server.db[0], de);
-    slotCompactEnd();
-    return sc.count_all_in;
+    return slotCompactWalkKey(de, slot, slotCompactIsIn);
 #else
     UNUSED(de);
     UNUSED(slot);

@@ -63,6 +63,20 @@ proc rs_fill_hashes {n prefix count slotset} {
     return $keys
 }
 
+# Node 1 gives ranges (slot 100 first, holding big keys) to node 0; once
+# its delete has begun in slot 100, its writes are paused so that its
+# delete slices wait. Returns the migration's deferred client.
+proc rs_migrate_paused_in_delete {ranges big} {
+    set rd [mg_migrate_deferred 1 0 $ranges]
+    wait_for_condition 5000 1 {
+        [R 1 cluster countkeysinslot 100] < $big
+    } else {
+        fail "node 1 did not start its delete"
+    }
+    R 1 client pause 60000 write
+    return $rd
+}
+
 # An INFO field of node n.
 proc rs_info {n field} {
     getInfoProperty [R $n info everything] $field
@@ -353,13 +367,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set big [R 1 cluster countkeysinslot 100]
         wait_for_ofs_sync [Rn 1] [Rn 3]
         R 1 config set migration-drop-hold-keys 1000000
-        set rd [mg_migrate_deferred 1 0 $F]
-        wait_for_condition 5000 1 {
-            [R 1 cluster countkeysinslot 100] < $big
-        } else {
-            fail "node 1 did not start its delete"
-        }
-        R 1 client pause 60000 write
+        set rd [rs_migrate_paused_in_delete $F $big]
         if {[R 1 cluster countkeysinslot 100] > 0} {
             wait_for_ofs_sync [Rn 1] [Rn 3]
             assert_equal $big [R 3 cluster countkeysinslot 100]
@@ -397,15 +405,9 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set zeros [dict map {s c} [mg_expected_counts $F $fkeys] {expr 0}]
         dict set zeros 100 0
         wait_for_ofs_sync [Rn 1] [Rn 3]
-        set rd [mg_migrate_deferred 1 0 $F]
-        # The donor's delete began with slot 100 (its first slot): each
-        # slice that deleted keys of it ended with an RDMASLOTDROP naming it.
-        wait_for_condition 5000 1 {
-            [R 1 cluster countkeysinslot 100] < $big
-        } else {
-            fail "node 1 did not start its delete"
-        }
-        R 1 client pause 60000 write
+        # Each slice that deleted keys of slot 100 ended with an
+        # RDMASLOTDROP naming it.
+        set rd [rs_migrate_paused_in_delete $F $big]
         set left [R 1 cluster countkeysinslot 100]
         if {$left > 0} {
             # Caught in the slot: the replica dropped it whole already.
