@@ -588,7 +588,7 @@ static int migDonorPrepareStep(migSession *s) {
         s->stage = 4;
         break;
     case 4:
-        if (bioPendingJobsOfType(BIO_LAZY_FREE)) return MIG_SLICE_WAIT;
+        if (!slotCompactLazyfreeIdle()) return MIG_SLICE_WAIT;
         if (migDonorKeepManifests(s) == -1) return -1;
         s->stage = 5;
         s->cursor = 0;

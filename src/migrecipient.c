@@ -698,7 +698,7 @@ int migRecipientTick(migSession *s) {
         if (s->r.rb_stage == 0) {
             /* A FLUSHALL ASYNC may still be freeing adopted keys: the
              * blocks' leftovers are freed after it. */
-            if (bioPendingJobsOfType(BIO_LAZY_FREE)) return 0;
+            if (!slotCompactLazyfreeIdle()) return 0;
             if (s->thread_started) pthread_join(s->thread, NULL);
             s->thread_started = 0;
             migRecipientCloseTransport(s);

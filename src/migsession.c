@@ -653,7 +653,7 @@ long long migDropSlots(const unsigned char *bitmap, int lazy) {
     unsigned char whole[CLUSTER_SLOTS / 8];
     int nwhole = 0;
 
-    if (bioPendingJobsOfType(BIO_LAZY_FREE) == 0)
+    if (slotCompactLazyfreeIdle())
         nwhole = slotCompactWholeArenas(bitmap, whole);
     else
         memset(whole, 0, sizeof(whole));

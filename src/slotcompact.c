@@ -193,6 +193,7 @@ static struct {
     size_t resident_bytes;          /* The last full sweep's figures. */
     size_t slack_bytes;
     mstime_t last_trim;             /* Last release of cached empty blocks. */
+    redisAtomic int purge_queued;   /* A slotCompactPurgeJob is queued. */
 } sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
 
 static void slotCompactMarkAllDirty(void);
@@ -650,6 +651,41 @@ static void slotCompactResidentCron(void) {
     }
 }
 
+/* Lazyfree job: return the retired blocks' pages to the OS. */
+static void slotCompactPurgeJob(void *args[]) {
+    UNUSED(args);
+    slotAllocPurgeRetired();
+    atomicSet(sc.purge_queued, 0);
+}
+
+/* See slotcompact.h. The purge job touches only retired blocks, which
+ * nothing points into: it does not count. Read in this order (the job
+ * clears its flag before bio counts it done), a race can only say "busy". */
+int slotCompactLazyfreeIdle(void) {
+    int queued;
+
+    atomicGet(sc.purge_queued, queued);
+    return bioPendingJobsOfType(BIO_LAZY_FREE) <= (unsigned long long)queued;
+}
+
+/* serverCron: blocks retired by whoever retired them (a replica's or an AOF
+ * load's RDMASLOTDROP, a slot emptied key by key, a failed import) have
+ * their pages returned to the OS on the lazyfree thread: a retired block's
+ * pages stay committed until slotAllocPurgeRetired() runs. A donor's
+ * delete purges at its own end (migLazyfreePurgeBarrier); whichever runs
+ * first finds the list, the other nothing. One job queued at a time. */
+static void slotCompactPurgeCron(void) {
+    slotAllocStats st;
+    int queued;
+
+    atomicGet(sc.purge_queued, queued);
+    if (queued) return;
+    slotAllocGetStats(&st);
+    if (st.retired_bytes == 0) return;
+    atomicSet(sc.purge_queued, 1);
+    bioCreateLazyFreeJob(slotCompactPurgeJob, 0);
+}
+
 /* serverCron, main thread. The allocator keeps the last emptied block of
  * each slot committed so that a slot growing and shrinking around a block
  * boundary does not map and unmap on every key; after a flush that would
@@ -662,6 +698,7 @@ void slotCompactCron(void) {
     slotCompactSparseCron();
     slotCompactEvacuateCron();
     slotCompactResidentCron();
+    slotCompactPurgeCron();
     if (server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS) return;
     sc.last_trim = server.mstime;
     slotAllocGetStats(&st);

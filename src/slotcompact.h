@@ -112,6 +112,10 @@ int slotCompactValueInSlot(struct redisObject *o, int slot);
 size_t slotCompactReleaseSlot(int slot);
 size_t slotCompactRetireSlot(int slot);
 size_t slotCompactRetireUnit(int slot, const unsigned char *unit);
+/* Whether the lazyfree thread has nothing queued that may still free into
+ * live blocks (the purge of retired blocks, serverCron's, aside): before
+ * blocks are released wholesale. */
+int slotCompactLazyfreeIdle(void);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);

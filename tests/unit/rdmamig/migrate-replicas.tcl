@@ -199,6 +199,13 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             assert_equal 0 [dict get [R 2 cluster slotblocks $slot] blocks]
         }
         assert {[rs_info 2 used_memory] < $mem0 + ($mem1 - $mem0) / 10}
+        # The retired blocks' pages go back to the OS (serverCron queues
+        # the purge on the lazyfree thread), not kept committed for good.
+        wait_for_condition 50 100 {
+            [rs_info 2 slotalloc_retired_bytes] == 0
+        } else {
+            fail "the replica keeps [rs_info 2 slotalloc_retired_bytes] bytes of retired blocks"
+        }
         mg_assert_slotalloc_sound 2
         R 2 config set slot-affinity-cpu $cpu
         mg_wait_converged
