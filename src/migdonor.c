@@ -727,9 +727,9 @@ static int migDonorHoldGroup(migSession *s, int slot, int g) {
  * replicas and AOF"), and each slot's manifest once its keys are gone.
  * The RDMASLOTDROP waits for the end of the slice that completes a group
  * of slot-affinity-group-slots slots, if the group is small enough
- * (migDonorHoldGroup; migDonorDropHeld): a replica releases a group's
- * arena wholesale only when one command names all of its slots
- * (migDropSlots).
+ * (migDonorHoldGroup; migDonorDropHeld): one command where there would be
+ * several (the replica releases a group's arena wholesale either way,
+ * holding what it unlinked between commands: migDropSlots).
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
  * without freeing (MIG_DEL_IN_BLOCKS); once the lazyfree thread has
  * freed everything queued before that ended (a barrier job: an expire or

@@ -631,63 +631,86 @@ void migSlotDropHold(int held) {
     else if (migSlotDropEnd == LLONG_MAX) migSlotDropEnd = server.master_repl_offset;
 }
 
+/* The arenas whose keys will not all be dropped, as a bitmap of arena ids
+ * (staying): those with a slot that is not one of bitmap's, holds keys,
+ * and is this node's in its view of the cluster (a replica: its
+ * master's). A guess for the slots still to come: a view not updated yet
+ * keeps an arena (its keys are then freed one by one: only speed is
+ * lost), and if it lets one go wrongly the held keys are freed later
+ * (slotcompact.c, "Held keys"). One pass over the slots. */
+static void migArenasStaying(const unsigned char *bitmap, unsigned char *staying) {
+    clusterNode *me = server.cluster_enabled ? server.cluster->myself : NULL;
+    clusterNode *mine = me && nodeIsSlave(me) ? me->slaveof : me;
+
+    memset(staying, mine ? 0 : 0xff, CLUSTER_SLOTS / 8);
+    for (int t = 0; mine && t < CLUSTER_SLOTS; t++) {
+        int a = slotAllocSlotArena(t);
+        if (a < 0 || migSlotIsSet(bitmap, t) || countKeysInSlot(t) == 0) continue;
+        if (server.cluster->slots[t] == NULL || server.cluster->slots[t] == mine)
+            staying[a >> 3] |= 1 << (a & 7);
+    }
+}
+
 /* RDMASLOTDROP's work (the command is in migration.c): delete every key
  * of the slots of bitmap, lazy freeing values on the lazyfree thread as
  * UNLINK does, and release the emptied slots' blocks. Returns the number of
  * keys deleted.
  *
  * Wholesale, as the donor's delete (docs/DESIGN.md, "Replicas, AOF and
- * failures"): a slot whose arena holds only slots of bitmap (the donor
- * sends one command per group of slots, migDonorDeleteSlice) has the keys
- * that lie whole in its blocks (slotCompactKeyInBlocks: a walk without
- * sizes, about a third of a free one allocation at a time) unlinked
- * without a free, and the arena's blocks go at once when its slots are empty. The
- * others are freed synchronously, even for ASYNC (a big value outside its
- * blocks too): the lazyfree thread must be done with the blocks before
- * they go. So wholesale needs that thread idle
- * first (nothing queued earlier may still free into the blocks); if it is
- * not, every key is freed one by one, as before. */
+ * failures"): in a slot whose arena will be emptied by this command or
+ * the next ones (not migArenasStaying: its other slots this command's,
+ * empty or given away), the keys that lie whole in its blocks
+ * (slotCompactKeyInBlocks: a walk without sizes, about a third of a free
+ * one allocation at a time) are unlinked without a free and held
+ * (slotCompactHoldKey), and the arena's blocks go at once when its slots
+ * are all empty, with the held keys (slotCompactHeldRelease), whichever
+ * command empties the last one. The others are freed synchronously, even
+ * for ASYNC (a big value outside its blocks too): the lazyfree thread must
+ * be done with the blocks before they go. */
 long long migDropSlots(const unsigned char *bitmap, int lazy) {
     redisDb *db = &server.db[0];
     long long deleted = 0;
-    unsigned char whole[CLUSTER_SLOTS / 8];
-    int nwhole = 0;
+    unsigned char staying[CLUSTER_SLOTS / 8];
+    int known = 0;
 
-    if (slotCompactLazyfreeIdle())
-        nwhole = slotCompactWholeArenas(bitmap, whole);
-    else
-        memset(whole, 0, sizeof(whole));
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         dictEntry *de;
         if (!migSlotIsSet(bitmap, slot)) continue;
-        int bulk = migSlotIsSet(whole, slot);
-        if (bulk) {
-            /* An arena without blocks (slot-affinity no): nothing to
-             * release at once, and ASYNC stays lazy. */
-            slotAllocSlotStat st;
-            slotAllocSlotStats(slot, &st);
-            if (st.blocks == 0) {
-                bulk = 0;
-                whole[slot >> 3] &= ~(1 << (slot & 7));
-            }
+        if ((*db->slots_to_keys).by_slot[slot].head == NULL) {
+            migReleaseIfEmpty(slot);
+            continue;
         }
+        /* An arena without blocks (slot-affinity no): nothing to
+         * release at once, and ASYNC stays lazy. */
+        slotAllocSlotStat st;
+        slotAllocSlotStats(slot, &st);
+        if (!known && st.blocks) {
+            migArenasStaying(bitmap, staying);
+            known = 1;
+        }
+        int bulk = st.blocks && !st.arena_mixed && st.arena >= 0 &&
+                   !migSlotIsSet(staying, st.arena);
         migDelAhead ahead;
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
             int how = bulk && slotCompactKeyInBlocks(de, slot) ? MIG_DEL_IN_BLOCKS :
                       lazy && !bulk ? MIG_DEL_LAZY : MIG_DEL_SYNC;
+            sds key = dictGetKey(de);
+            robj *val = dictGetVal(de);
             /* Prefetches only: the hash is not passed on, as a delete
              * may run modules' callbacks. */
             migDelLookahead(db->dict, de, &ahead);
             migDeleteKey(db, slot, de, how, NULL, 0);
-            if (how == MIG_DEL_IN_BLOCKS) migLast.drop_keys_wholesale++;
-            else migLast.drop_keys_freed++;
+            if (how == MIG_DEL_IN_BLOCKS) {
+                slotCompactHoldKey(slot, key, val);
+                migLast.drop_keys_wholesale++;
+            } else {
+                migLast.drop_keys_freed++;
+            }
             deleted++;
         }
         if (!bulk) migReleaseIfEmpty(slot);
     }
-    /* Every slot of each whole arena is empty now. */
-    for (int slot = 0; nwhole && slot < CLUSTER_SLOTS; slot++)
-        if (migSlotIsSet(whole, slot)) slotCompactRetireUnit(slot, bitmap);
+    slotCompactHeldRelease();
     return deleted;
 }
 

@@ -122,6 +122,18 @@ extern void *(*activeDefragAllocTarget)(void *ptr);
 #define SLOTCOMPACT_MAX_DRAINING 64
 
 /* A big key queued by defrag's traversal for the background cycle. */
+/* The keys a replica's drop unlinked from one arena without freeing them
+ * (slotCompactHoldKey): key sds and value robj, alternating. */
+typedef struct slotCompactHeld {
+    int arena;
+    mstime_t last;                  /* When the last key joined. */
+    int member, keys;               /* slotCompactHeldRun's pass: a slot
+                                     * mapping to it (-1: none), whether one
+                                     * holds keys. */
+    size_t n, cap;                  /* Pointers, two per key. */
+    void **ptrs;
+} slotCompactHeld;
+
 typedef struct slotCompactLaterItem {
     int slot;
     int evacuate;                   /* Queued by an evacuation walk. */
@@ -194,9 +206,18 @@ static struct {
     size_t slack_bytes;
     mstime_t last_trim;             /* Last release of cached empty blocks. */
     redisAtomic int purge_queued;   /* A slotCompactPurgeJob is queued. */
+    /* Keys unlinked without a free until their arena goes wholesale
+     * (slotCompactHoldKey; "Held keys" below). */
+    struct slotCompactHeld *held;
+    int nheld;
+    long long held_released_keys;   /* Let go of with their arena's blocks. */
+    long long held_freed_keys;      /* Freed one by one after all. */
 } sc = { .target_slot = -1, .cur_slot = -1, .later_slot = -1, .timer_id = -1 };
 
 static void slotCompactMarkAllDirty(void);
+static void slotCompactHeldForget(int arena);
+static void slotCompactHeldRun(int may_free);
+static size_t slotCompactDropArena(int slot, int retire);
 static void slotCompactReset(void);
 static void slotCompactSetPinned(int slot, int on);
 
@@ -699,10 +720,153 @@ void slotCompactCron(void) {
     slotCompactEvacuateCron();
     slotCompactResidentCron();
     slotCompactPurgeCron();
+    if (sc.nheld) slotCompactHeldRun(1);
     if (server.mstime - sc.last_trim < SLOTCOMPACT_TRIM_PERIOD_MS) return;
     sc.last_trim = server.mstime;
     slotAllocGetStats(&st);
     if (st.cached_empty_blocks) slotAllocTrim();
+}
+
+/* ============================ Held keys =================================== */
+
+/* A replica drops a moved group of slots with one RDMASLOTDROP per delete
+ * slice of its master (migDropSlots), so a group's slots come over several
+ * commands, and the group's arena can go wholesale only once all of them
+ * are empty. Meanwhile the keys already dropped that lie whole in their
+ * blocks are unlinked without a free and held here, per arena: two
+ * pointers a key (docs/DESIGN.md, "Replicas, AOF and failures").
+ *
+ * Released with the arena (slotCompactHeldRelease, after each drop and
+ * from serverCron): once no slot mapping to it holds a key and the
+ * lazyfree thread has nothing queued that may free into its blocks, the
+ * arena's blocks are retired and the held keys forgotten. Whatever else
+ * drops the arena's blocks forgets them too (slotCompactDropSlot).
+ *
+ * Freed one by one after all, on the lazyfree thread, when the arena
+ * cannot go: a slot of it holds keys again (a full sync loaded them, the
+ * drop's guess that the group would go whole was wrong), it holds other
+ * slots' leftovers (mixed), no slot maps to it any more, or no key joined
+ * for SLOTCOMPACT_HELD_MS (a master's delete paused). So nothing is held
+ * for long, whatever happens between two commands: a promotion, a full
+ * sync, an import. The keys are nobody's: unlinked, their values'
+ * refcount 1 (slotCompactKeyInBlocks), so any thread may free them any
+ * time before their blocks go; and the blocks go only when the lazyfree
+ * thread is idle. */
+#define SLOTCOMPACT_HELD_MS 5000
+
+/* Hold key (unlinked from the keyspace, everything it owns in slot's
+ * blocks: slotCompactKeyInBlocks) until slot's arena goes wholesale. */
+void slotCompactHoldKey(int slot, sds key, robj *val) {
+    int arena = slotAllocSlotArena(slot);
+    slotCompactHeld *h = NULL;
+
+    serverAssert(arena >= 0);
+    for (int j = 0; j < sc.nheld && !h; j++)
+        if (sc.held[j].arena == arena) h = &sc.held[j];
+    if (h == NULL) {
+        sc.held = zrealloc(sc.held, sizeof(*sc.held) * (sc.nheld + 1));
+        h = &sc.held[sc.nheld++];
+        memset(h, 0, sizeof(*h));
+        h->arena = arena;
+    }
+    if (h->n + 2 > h->cap) {
+        h->cap = h->cap ? h->cap * 2 : 1024;
+        h->ptrs = zrealloc(h->ptrs, sizeof(void *) * h->cap);
+    }
+    h->ptrs[h->n++] = key;
+    h->ptrs[h->n++] = val;
+    h->last = server.mstime;
+}
+
+/* Keys held now (INFO slotalloc_held_keys). */
+size_t slotCompactHeldKeys(void) {
+    size_t n = 0;
+
+    for (int j = 0; j < sc.nheld; j++) n += sc.held[j].n / 2;
+    return n;
+}
+
+static void slotCompactHeldRemove(int j) {
+    zfree(sc.held[j].ptrs);
+    sc.held[j] = sc.held[--sc.nheld];
+    if (sc.nheld == 0) {
+        zfree(sc.held);
+        sc.held = NULL;
+    }
+}
+
+/* The blocks of arena went (or are going) wholesale: its held keys with
+ * them. */
+static void slotCompactHeldForget(int arena) {
+    for (int j = 0; j < sc.nheld; j++) {
+        if (sc.held[j].arena != arena) continue;
+        sc.held_released_keys += sc.held[j].n / 2;
+        slotCompactHeldRemove(j);
+        return;
+    }
+}
+
+/* Lazyfree job: free held keys one by one (args: the pointers, their
+ * count). */
+static void slotCompactHeldFreeJob(void *args[]) {
+    void **ptrs = args[0];
+    size_t n = (size_t)args[1];
+
+    for (size_t i = 0; i < n; i += 2) {
+        sdsfree(ptrs[i]);
+        decrRefCount(ptrs[i + 1]);
+    }
+    zfree(ptrs);
+}
+
+/* See "Held keys" above. Each held arena: retired with its keys if it can
+ * go; else, if may_free and no key joined it for SLOTCOMPACT_HELD_MS, its
+ * keys handed to the lazyfree thread. One pass over the slots for all. */
+static void slotCompactHeldRun(int may_free) {
+    static int16_t idx[CLUSTER_SLOTS];      /* Arena -> sc.held index + 1. */
+    int idle = -1;
+
+    for (int j = 0; j < sc.nheld; j++) {
+        sc.held[j].member = -1;
+        sc.held[j].keys = 0;
+        idx[sc.held[j].arena] = j + 1;
+    }
+    for (int t = 0; t < CLUSTER_SLOTS; t++) {
+        int a = slotAllocSlotArena(t);
+        if (a < 0 || idx[a] == 0) continue;
+        slotCompactHeld *h = &sc.held[idx[a] - 1];
+        if (h->member == -1) h->member = t;
+        if (countKeysInSlot(t)) h->keys = 1;
+    }
+    for (int j = 0; j < sc.nheld; j++) idx[sc.held[j].arena] = 0;
+    for (int j = 0; j < sc.nheld; j++) {
+        slotCompactHeld *h = &sc.held[j];
+        int mixed;
+
+        slotAllocArenaSlots(h->arena, &mixed);
+        if (h->member != -1 && !h->keys && !mixed) {
+            if (idle == -1) idle = slotCompactLazyfreeIdle();
+            if (!idle) continue;                    /* Next cron. */
+            slotCompactDropArena(h->member, 1);     /* Forgets h. */
+            j--;
+            continue;
+        }
+        if (!may_free || server.mstime - h->last < SLOTCOMPACT_HELD_MS) continue;
+        serverLog(LL_NOTICE, "slot-affinity: arena %d cannot go wholesale (%s): "
+                  "its %zu keys held since a drop are freed one by one", h->arena,
+                  h->member == -1 ? "no slot maps to it" :
+                  mixed ? "it holds other slots' leftovers" : "a slot of it holds keys",
+                  h->n / 2);
+        sc.held_freed_keys += h->n / 2;
+        bioCreateLazyFreeJob(slotCompactHeldFreeJob, 2, h->ptrs, (void *)h->n);
+        h->ptrs = NULL;
+        slotCompactHeldRemove(j--);
+    }
+}
+
+/* After a drop: release every held arena that can go now. */
+void slotCompactHeldRelease(void) {
+    slotCompactHeldRun(0);
 }
 
 /* ============================ INFO ======================================== */
@@ -745,7 +909,10 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_pending_big_keys:%lu\r\n"
         "slotalloc_draining_blocks:%d\r\n"
         "slotalloc_sparse_blocks_released:%lld\r\n"
-        "slotalloc_retired_bytes:%zu\r\n",
+        "slotalloc_retired_bytes:%zu\r\n"
+        "slotalloc_held_keys:%zu\r\n"
+        "slotalloc_held_released_keys:%lld\r\n"
+        "slotalloc_held_freed_keys:%lld\r\n",
         slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, sc.resident_bytes, sc.slack_bytes,
         st.free_bytes, st.live_allocs,
@@ -754,7 +921,8 @@ sds slotCompactGenInfo(sds info) {
         sc.evacuated_bytes, sc.compaction_usec,
         sc.placed_writes, sc.born_keys, sc.dirty_slots, sc.dirty_keys ? dictSize(sc.dirty_keys) : 0,
         (sc.later ? listLength(sc.later) : 0) + (sc.later_key != NULL),
-        sc.ndraining, sc.sparse_drained, st.retired_bytes);
+        sc.ndraining, sc.sparse_drained, st.retired_bytes, slotCompactHeldKeys(),
+        sc.held_released_keys, sc.held_freed_keys);
 }
 
 /* ============================ Relocation ================================== */
@@ -798,6 +966,20 @@ static int slotCompactUnitOwnsArena(int arena, const unsigned char *unit) {
     return 1;
 }
 
+/* Drop the blocks of slot's arena, whatever they hold (the caller checked):
+ * used_memory, the sparse sweep's drains and the held keys forget them. */
+static size_t slotCompactDropArena(int slot, int retire) {
+    int arena = slotAllocSlotArena(slot);
+    size_t used = retire ? slotAllocRetireSlot(slot) : slotAllocReleaseSlot(slot);
+
+    zmalloc_foreign_released(used);
+    slotCompactHeldForget(arena);
+    for (int j = 0; j < sc.ndraining; j++)
+        if (slotAllocSlotArena(sc.draining[j].slot) == arena)
+            sc.draining[j--] = sc.draining[--sc.ndraining];
+    return used;
+}
+
 static size_t slotCompactDropSlot(int slot, int retire, const unsigned char *unit) {
     slotAllocSlotStat st;
 
@@ -813,12 +995,7 @@ static size_t slotCompactDropSlot(int slot, int retire, const unsigned char *uni
                   "slots' keys too: its blocks stay", slot, st.arena);
         return 0;
     }
-    size_t used = retire ? slotAllocRetireSlot(slot) : slotAllocReleaseSlot(slot);
-
-    zmalloc_foreign_released(used);
-    for (int j = 0; j < sc.ndraining; j++)
-        if (sc.draining[j].slot == slot) sc.draining[j--] = sc.draining[--sc.ndraining];
-    return used;
+    return slotCompactDropArena(slot, retire);
 }
 
 /* Drop every block of a slot at once (slotAllocReleaseSlot), for a slot a

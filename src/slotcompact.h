@@ -116,6 +116,13 @@ size_t slotCompactRetireUnit(int slot, const unsigned char *unit);
  * live blocks (the purge of retired blocks, serverCron's, aside): before
  * blocks are released wholesale. */
 int slotCompactLazyfreeIdle(void);
+/* A replica's drop of a group of slots spread over several commands: keys
+ * unlinked without a free are held until their arena goes wholesale
+ * (HoldKey); after each drop, HeldRelease releases every arena that can go
+ * (serverCron retries, and frees one by one what cannot go). */
+void slotCompactHoldKey(int slot, sds key, struct redisObject *val);
+void slotCompactHeldRelease(void);
+size_t slotCompactHeldKeys(void);
 
 sds slotCompactGenInfo(sds info);
 void slotCompactDebugCommand(struct client *c);
