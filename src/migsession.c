@@ -664,9 +664,10 @@ static void migArenasStaying(const unsigned char *bitmap, unsigned char *staying
  * one allocation at a time) are unlinked without a free and held
  * (slotCompactHoldKey), and the arena's blocks go at once when its slots
  * are all empty, with the held keys (slotCompactHeldRelease), whichever
- * command empties the last one. The others are freed synchronously, even
- * for ASYNC (a big value outside its blocks too): the lazyfree thread must
- * be done with the blocks before they go. */
+ * command empties the last one, once the lazyfree thread is done with
+ * its blocks. The others (and module values, whose free may have to run)
+ * are deleted as the command says: ASYNC frees them on the lazyfree
+ * thread, and the arena then goes once it is done (serverCron). */
 long long migDropSlots(const unsigned char *bitmap, int lazy) {
     redisDb *db = &server.db[0];
     long long deleted = 0;
@@ -692,10 +693,10 @@ long long migDropSlots(const unsigned char *bitmap, int lazy) {
                    !migSlotIsSet(staying, st.arena);
         migDelAhead ahead;
         while ((de = (*db->slots_to_keys).by_slot[slot].head) != NULL) {
-            int how = bulk && slotCompactKeyInBlocks(de, slot) ? MIG_DEL_IN_BLOCKS :
-                      lazy && !bulk ? MIG_DEL_LAZY : MIG_DEL_SYNC;
             sds key = dictGetKey(de);
             robj *val = dictGetVal(de);
+            int how = bulk && val->type != OBJ_MODULE && slotCompactKeyInBlocks(de, slot) ?
+                      MIG_DEL_IN_BLOCKS : lazy ? MIG_DEL_LAZY : MIG_DEL_SYNC;
             /* Prefetches only: the hash is not passed on, as a delete
              * may run modules' callbacks. */
             migDelLookahead(db->dict, de, &ahead);

@@ -121,7 +121,6 @@ extern void *(*activeDefragAllocTarget)(void *ptr);
 #define SLOTCOMPACT_SPARSE_SCAN 512
 #define SLOTCOMPACT_MAX_DRAINING 64
 
-/* A big key queued by defrag's traversal for the background cycle. */
 /* The keys a replica's drop unlinked from one arena without freeing them
  * (slotCompactHoldKey): key sds and value robj, alternating. */
 typedef struct slotCompactHeld {
@@ -134,6 +133,7 @@ typedef struct slotCompactHeld {
     void **ptrs;
 } slotCompactHeld;
 
+/* A big key queued by defrag's traversal for the background cycle. */
 typedef struct slotCompactLaterItem {
     int slot;
     int evacuate;                   /* Queued by an evacuation walk. */
