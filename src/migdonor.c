@@ -682,54 +682,14 @@ static int migDonorHandoverSlice(migSession *s) {
     return 0;
 }
 
-/* Send the RDMASLOTDROP for the held slots below limit (migDonorDeleteSlice;
- * between migPropagateBegin() and migPropagateEnd()). While slots stay
- * held, keys this node no longer has are still on its replicas, and a
- * replica without capa rdma-slot-drop must not continue with PSYNC into a
- * stream that will drop them (migSlotDropHold). */
-static void migDonorDropHeld(migSession *s, int limit) {
-    unsigned char now[CLUSTER_SLOTS / 8] = {0};
-    int any = 0, left = 0;
-
-    for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        if (!migSlotIsSet(s->d.drop_held, slot)) continue;
-        if (slot >= limit) {
-            left = 1;
-            continue;
-        }
-        now[slot >> 3] |= 1 << (slot & 7);
-        s->d.drop_held[slot >> 3] &= ~(1 << (slot & 7));
-        any = 1;
-    }
-    if (any) migPropagateSlotDrop(now);
-    migSlotDropHold(left);
-}
-
-/* Whether the group of g slots the delete enters at slot is held back
- * whole (migDonorDeleteSlice). A replica applies an RDMASLOTDROP in one
- * go: about 0.8 us a key wholesale, 2.6 us freed one by one (250,000 YCSB
- * records, 16 groups). Sent per slice, a command named 2,000-5,000 keys,
- * 5-7 ms on the replica; a group of up to migration-drop-hold-keys
- * (hidden, 8192) keys costs it about as much wholesale. A bigger one goes
- * per slice as before. */
-static int migDonorHoldGroup(migSession *s, int slot, int g) {
-    long long keys = 0;
-    int end = (slot / g + 1) * g;
-
-    for (int t = slot; t < end && t < CLUSTER_SLOTS; t++)
-        if (migSlotIsSet(s->bitmap, t)) keys += countKeysInSlot(t);
-    return keys <= server.migration_drop_hold_keys;
-}
-
 /* Delete (phase 7), in slices: the donor's copies of the keys, with an
  * RDMASLOTDROP to its replicas and AOF for the slots gone through (DELs if
  * a replica does not understand it; migsession.c, "Dropping slots on
  * replicas and AOF"), and each slot's manifest once its keys are gone.
- * The RDMASLOTDROP waits for the end of the slice that completes a group
- * of slot-affinity-group-slots slots, if the group is small enough
- * (migDonorHoldGroup; migDonorDropHeld): one command where there would be
- * several (the replica releases a group's arena wholesale either way,
- * holding what it unlinked between commands: migDropSlots).
+ * One RDMASLOTDROP per slice, naming the slots it went through: a
+ * replica applies a command in one go, and a slice's keys cost it a few
+ * ms (it holds what it unlinked of a group until the group's last slot
+ * goes, and then releases the group's blocks wholesale: migDropSlots).
  * Slots whose every key lies in their blocks (no DUMP record) are unlinked
  * without freeing (MIG_DEL_IN_BLOCKS); once the lazyfree thread has
  * freed everything queued before that ended (a barrier job: an expire or
@@ -756,22 +716,18 @@ static int migDonorDeleteSlice(migSession *s) {
     if (s->d.delete_stage == 0 && server.masterhost) {
         serverLog(LL_NOTICE, "Slot migration: this node is a replica now; "
                   "its full sync replaces the keys left to delete");
-        memset(s->d.drop_held, 0, sizeof(s->d.drop_held));
-        migSlotDropHold(0);
         s->d.delete_stage = 1;
     }
     if (s->d.delete_stage == 0) {
         /* RDMASLOTDROP or DELs: decided per slice, a replica may attach
-         * between two. One that does not understand RDMASLOTDROP came
-         * with a full sync, after the held slots' keys were gone: the
-         * others still need the command (it is an error on that one). */
-        int drop = migSlotDropUsable();
-        int g = server.slot_affinity_group_slots > 0 ? server.slot_affinity_group_slots : 1;
+         * between two. */
+        int drop = migSlotDropUsable(), any = 0;
+        unsigned char dropped[CLUSTER_SLOTS / 8];
 
+        if (drop) memset(dropped, 0, sizeof(dropped));
         /* s->cursor walks the slots, s->stage the s->slots entries (in
          * slot order; slots without an entry had no keys). */
         prev_core = migPropagateBegin();
-        if (!drop) migDonorDropHeld(s, CLUSTER_SLOTS);
         while (s->cursor < CLUSTER_SLOTS) {
             int slot = s->cursor;
             migSlot *ms;
@@ -781,11 +737,10 @@ static int migDonorDeleteSlice(migSession *s) {
                 s->cursor++;
                 continue;
             }
-            if (drop && slot / g + 1 != s->d.drop_group) {
-                s->d.drop_group = slot / g + 1;
-                s->d.drop_group_held = migDonorHoldGroup(s, slot, g);
+            if (drop) {
+                dropped[slot >> 3] |= 1 << (slot & 7);
+                any = 1;
             }
-            if (drop) s->d.drop_held[slot >> 3] |= 1 << (slot & 7);
             ms = migSlotEntry(s, slot);
             if (ms && !ms->unlinked) {
                 ms->unlinked = 1;
@@ -814,11 +769,9 @@ static int migDonorDeleteSlice(migSession *s) {
             migDeleteKey(db, slot, de, how, known ? &hash : NULL, !drop);
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
-        /* Held groups go once complete; what else the slice went through
-         * goes now (a slot left half deleted named whole: the replica
-         * drops it at once, the next slices name it again). */
-        if (drop) migDonorDropHeld(s, s->cursor == CLUSTER_SLOTS || !s->d.drop_group_held ?
-                                      CLUSTER_SLOTS : s->cursor - s->cursor % g);
+        /* A slot left half deleted is named whole: the replica drops it
+         * at once, the next slices name it again. */
+        if (any) migPropagateSlotDrop(dropped);
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->d.delete_stage = 1;
     }

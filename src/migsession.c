@@ -622,27 +622,24 @@ void migPropagateSlotDrop(const unsigned char *bitmap) {
     zfree(argv);
 }
 
-/* A donor holds back an RDMASLOTDROP (held) or sent every one it held:
- * while it holds one, the stream will drop keys this node no longer has,
- * wherever a PSYNC continues it, so a replica without the capability gets
- * a full sync (migrationPsyncAllowed). */
-void migSlotDropHold(int held) {
-    if (held) migSlotDropEnd = LLONG_MAX;
-    else if (migSlotDropEnd == LLONG_MAX) migSlotDropEnd = server.master_repl_offset;
-}
-
 /* The arenas whose keys will not all be dropped, as a bitmap of arena ids
  * (staying): those with a slot that is not one of bitmap's, holds keys,
  * and is this node's in its view of the cluster (a replica: its
- * master's). A guess for the slots still to come: a view not updated yet
- * keeps an arena (its keys are then freed one by one: only speed is
- * lost), and if it lets one go wrongly the held keys are freed later
- * (slotcompact.c, "Held keys"). One pass over the slots. */
+ * master's). A guess for the slots still to come, from a view that may
+ * lag: the first commands of a migration's delete often reach a replica
+ * before the recipient's claim does. A view that still gives one of
+ * bitmap's slots to this node (or its master) is such a view: then no
+ * arena is kept, every key in blocks is held, and where the guess was
+ * wrong (a group the migration splits) the held keys are freed on the
+ * lazyfree thread a few seconds later (slotcompact.c, "Held keys"). One
+ * pass over the slots. */
 static void migArenasStaying(const unsigned char *bitmap, unsigned char *staying) {
     clusterNode *me = server.cluster_enabled ? server.cluster->myself : NULL;
     clusterNode *mine = me && nodeIsSlave(me) ? me->slaveof : me;
 
     memset(staying, mine ? 0 : 0xff, CLUSTER_SLOTS / 8);
+    for (int t = 0; mine && t < CLUSTER_SLOTS; t++)
+        if (migSlotIsSet(bitmap, t) && server.cluster->slots[t] == mine) return;
     for (int t = 0; mine && t < CLUSTER_SLOTS; t++) {
         int a = slotAllocSlotArena(t);
         if (a < 0 || migSlotIsSet(bitmap, t) || countKeysInSlot(t) == 0) continue;

@@ -169,12 +169,6 @@ typedef struct migDonorState {
     migMainFn *job;                 /* Main thread job the thread waits on. */
     int job_result, job_done;
     int delete_stage;               /* See migDonorDeleteSlice. */
-    unsigned char drop_held[CLUSTER_SLOTS / 8]; /* Slots deleted whose
-                                     * RDMASLOTDROP waits for the end of
-                                     * their group (migDonorDropHeld); */
-    int drop_group;                 /* the group being deleted, + 1 (0:
-                                     * none yet), */
-    int drop_group_held;            /* and whether it is held back whole. */
     long long stage_start_ms;
     int handed_over;
     /* Donor, from the end of the transfer to the replay: the commands that
@@ -457,7 +451,6 @@ void migDelLookahead(dict *d, dictEntry *de, migDelAhead *la);
  * if every replica attached understands it. */
 int migSlotDropUsable(void);
 void migPropagateSlotDrop(const unsigned char *bitmap);
-void migSlotDropHold(int held);
 /* RDMASLOTDROP's work on a replica or at AOF load (migration.c has the
  * command), and where the last one applied ended in the master's stream. */
 long long migDropSlots(const unsigned char *bitmap, int lazy);

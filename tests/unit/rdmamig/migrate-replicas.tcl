@@ -10,9 +10,9 @@
 # lazyfree-lazy-server-del yes). Whole groups of slots (arenas) go
 # wholesale on the replica: the keys that lie in their blocks unlinked, the
 # blocks released at once, the others freed one by one (INFO
-# migration_slot_drop_keys_*), and its used_memory comes back. While the
-# donor holds a group's RDMASLOTDROP back, a replica without the
-# capability gets no partial resync. The donor restarted from that AOF has
+# migration_slot_drop_keys_*), and its used_memory comes back; a group
+# spread over several commands is held (slotalloc_held_keys) until its
+# last slot goes, or freed one by one if it stalls or is split. The donor restarted from that AOF has
 # none of the keys, without the startup's stale-copy cleanup, and so after
 # an AOF rewrite. A replica that did not announce "REPLCONF capa
 # rdma-slot-drop" (a raw SYNC, as an older build's replica) makes the
@@ -97,7 +97,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     mg_appendonly 0 yes
     mg_appendonly 1 yes
 
-    test {RDMASLOTDROP: the donor's replica drops the moved slots with one command per group of slots, no DEL} {
+    test {RDMASLOTDROP: the donor's replica drops the moved slots with one command per delete slice, no DEL} {
         set fkeys [mg_fill 0 f 600 $Fset]
         mg_fill 0 k 100 [mg_slotset 2000-8191]
         mg_fill 1 r 100 [mg_slotset 8192-16383]
@@ -118,14 +118,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal $unlink [rs_calls 2 unlink]
         set drops [lrange [rs_aof_slotdrops 0] $aof end]
         set n [llength $drops]
-        # At most one per group of 256 slots the range touches (100-255,
-        # 256-399, 1000-1023, 1024-1199); in groups of 1, one per slice:
-        # a handful for 600 keys. Never one per key.
-        if {[lindex [R 0 config get slot-affinity-group-slots] 1] == 256} {
-            assert {$n >= 1 && $n <= 4}
-        } else {
-            assert {$n >= 1 && $n < 60}
-        }
+        # One per slice: a handful for 600 keys. Never one per key.
+        assert {$n >= 1 && $n < 60}
         assert_equal [expr {$drop + $n}] [rs_calls 2 rdmaslotdrop]
         assert_equal [lsort -integer [mg_expand $F]] [rs_drop_slots $drops]
         foreach d $drops { assert_equal SYNC [lindex $d 0] }
@@ -136,9 +130,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
 
     # Two whole groups of slots (slot-affinity-group-slots 256, the
     # default) with every kind of key, big ones too, compacted on the
-    # replica: the donor sends one RDMASLOTDROP per group it completes, and
-    # the replica unlinks the keys that lie in their blocks and releases
-    # the groups' blocks at once (migDropSlots); the keys it holds outside
+    # replica: the donor sends one RDMASLOTDROP per delete slice, and the
+    # replica unlinks the keys that lie in their blocks, holds them, and
+    # releases each group's blocks at once when its last slot goes
+    # (migDropSlots); the keys it holds outside
     # them are freed one by one. Then back, from the recipient, with
     # lazyfree-lazy-server-del yes (ASYNC): its replica's keys are the
     # adopted blocks' (RDMASLOTADOPT).
@@ -183,18 +178,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_replicas_equal
         assert_equal [expr {$whole + $inblocks}] [rs_info 2 migration_slot_drop_keys_wholesale]
         assert_equal [expr {$freed + $nkeys - $inblocks}] [rs_info 2 migration_slot_drop_keys_freed]
-        # Each command names whole groups (in groups of 256: one or both).
         set drops [lrange [rs_aof_slotdrops 0] $aof end]
         assert {[llength $drops] >= 1}
-        if {$G == 256} { assert {[llength $drops] <= 2} }
         assert_equal $Wslots [rs_drop_slots $drops]
-        foreach d $drops {
-            foreach r [lrange $d 1 end] {
-                lassign [split $r -] first last
-                if {$last eq {}} { set last $first }
-                assert {$first % $G == 0 && ($last + 1) % $G == 0}
-            }
-        }
+        assert_equal 0 [rs_info 2 slotalloc_held_keys]
         foreach slot {2048 2303 2304 2559} {
             assert_equal 0 [dict get [R 2 cluster slotblocks $slot] blocks]
         }
@@ -228,14 +215,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_assert_slotalloc_sound 3
         mg_wait_converged
 
-        # Once more with no group held back (hidden migration-drop-hold-keys
-        # 0; 8192 by default: a replica applies a command in one go): one
-        # command per slice; the replica holds the keys in blocks of a
-        # group's first commands unlinked (slotalloc_held_keys) and
-        # releases the group wholesale with the command that empties its
-        # last slot. Its delete waits a second after the handover, so that
-        # the replica knows the slots are node 1's (a view not updated yet
-        # makes it free keys one by one: only speed is lost).
+        # Once more with the delete a second after the handover, so that
+        # the replica's view has the recipient's claim (the first time it
+        # may not have had it: then it holds every key in blocks, as the
+        # view lags): every key in blocks is held and goes wholesale.
         if {$yes} { R 2 debug slotcompact all }
         set inblocks 0
         foreach slot $Wslots { incr inblocks [dict get [R 2 cluster slotblocks $slot] keys_in_blocks] }
@@ -243,11 +226,9 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         set freed [rs_info 2 migration_slot_drop_keys_freed]
         set released [rs_info 2 slotalloc_held_released_keys]
         set aof [llength [rs_aof_slotdrops 0]]
-        R 0 config set migration-drop-hold-keys 0
         R 0 config set migration-test-delay-delete 1000
         mg_migrate 0 1 $W
         R 0 config set migration-test-delay-delete 0
-        R 0 config set migration-drop-hold-keys 8192
         mg_assert_keys 1 $snap
         mg_assert_replicas_equal
         assert_equal $nkeys [expr {[rs_info 2 migration_slot_drop_keys_wholesale] - $whole +
@@ -264,6 +245,31 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         mg_assert_slotalloc_sound 2
         mg_wait_converged
+
+        # A group the migration splits (2048-2099 of 2048-2303), node 1 to
+        # node 0, node 3's view current (the delete waits a second): the
+        # rest of the group stays, so node 3 holds nothing and frees every
+        # key one by one. (In groups of 1 there is no group to split.)
+        if {$G > 1} {
+            set S {2048-2099}
+            set skeys 0
+            foreach slot [mg_expand $S] { incr skeys [R 3 cluster countkeysinslot $slot] }
+            assert {$skeys > 0}
+            set whole [rs_info 3 migration_slot_drop_keys_wholesale]
+            set freed [rs_info 3 migration_slot_drop_keys_freed]
+            R 1 config set migration-test-delay-delete 1000
+            mg_migrate 1 0 $S
+            R 1 config set migration-test-delay-delete 0
+            mg_assert_replicas_equal
+            assert_equal 0 [rs_info 3 slotalloc_held_keys]
+            assert_equal $whole [rs_info 3 migration_slot_drop_keys_wholesale]
+            assert_equal [expr {$freed + $skeys}] [rs_info 3 migration_slot_drop_keys_freed]
+            mg_assert_slotalloc_sound 3
+            mg_wait_converged
+            mg_migrate 0 1 $S
+            mg_assert_replicas_equal
+            mg_wait_converged
+        }
     }
 
     test {RDMASLOTDROP: the donor restarted from its AOF holds none of the moved keys, and so after an AOF rewrite} {
@@ -376,47 +382,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal 1 [R 1 exists $k]
     }
 
-    # Node 1 gives F to node 0 with slot 100 holding 100k keys, its group's
-    # RDMASLOTDROP held back whole (migration-drop-hold-keys raised above
-    # them; 8192 by default) and its delete paused in slot 100: node 3
-    # still has every key of the slot, and a replica without capa
-    # rdma-slot-drop gets no partial resync from there (the stream will
-    # drop keys node 1 has no more). Unpaused, the migration ends and the
-    # replicas hold their masters' data; F goes back to node 1.
-    test {RDMASLOTDROP: held back for a whole group, no partial resync for a replica without the capability} {
-        set tag [mg_tag [mg_slotset 100]]
-        R 1 eval {for i = 1, 100000 do redis.call('set', '{' .. KEYS[1] .. '}:' .. i, i) end} 1 $tag
-        set big [R 1 cluster countkeysinslot 100]
-        wait_for_ofs_sync [Rn 1] [Rn 3]
-        R 1 config set migration-drop-hold-keys 1000000
-        set rd [rs_migrate_paused_in_delete $F $big]
-        if {[R 1 cluster countkeysinslot 100] > 0} {
-            wait_for_ofs_sync [Rn 1] [Rn 3]
-            assert_equal $big [R 3 cluster countkeysinslot 100]
-            set ofs [status [Rn 1] master_repl_offset]
-            set replid [status [Rn 1] master_replid]
-            foreach {capa want} {{eof psync2} FULLRESYNC {eof psync2 rdma-slot-drop} CONTINUE} {
-                assert_match "$want*" [mg_psync_reply 1 $capa $replid [expr {$ofs + 1}]]
-            }
-        } else {
-            puts "(node 1's delete was past slot 100 when paused: nothing to check)"
-        }
-        R 1 client unpause
-        mg_deferred_reply $rd 1
-        R 1 config set migration-drop-hold-keys 8192
-        mg_assert_replicas_equal
-        assert_equal 0 [R 3 cluster countkeysinslot 100]
-        assert_equal $big [R 2 cluster countkeysinslot 100]
-        mg_wait_converged
-        mg_migrate 0 1 $F
-        mg_assert_replicas_equal
-        mg_wait_converged
-    }
-
     # Node 1 gives F to node 0 (slot 100 with 100k keys: many delete
-    # slices, an RDMASLOTDROP each), its delete a second after the
-    # handover (so that node 3 knows the slots are node 0's), paused once
-    # it is into slot 100. Node 3 dropped slot 100 whole with the first
+    # slices, an RDMASLOTDROP each), paused once its delete is into slot
+    # 100 (whether node 3's view has the claim by then or not, it holds:
+    # the rest of the group is node 0's, or the view lags). Node 3 dropped slot 100 whole with the first
     # command; its keys in blocks are held unlinked (slotalloc_held_keys)
     # while the other slots of its group (0-255) still hold keys; once no
     # key joined for 5 s they are freed one by one (the group might never
@@ -424,6 +393,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # nothing stays held or committed. In groups of 1 slot 100 goes
     # wholesale at once; with slot-affinity no its keys are in the heap.
     test {RDMASLOTDROP: a group dropped over several commands is held, freed one by one if it stalls} {
+        set tag [mg_tag [mg_slotset 100]]
+        R 1 eval {for i = 1, 100000 do redis.call('set', '{' .. KEYS[1] .. '}:' .. i, i) end} 1 $tag
         set yes [expr {[lindex [R 3 config get slot-affinity] 1] eq {yes}}]
         set G [lindex [R 1 config get slot-affinity-group-slots] 1]
         set big [R 1 cluster countkeysinslot 100]
@@ -433,7 +404,6 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         if {$yes} { assert_equal $big $inblocks }
         set freed [rs_info 3 slotalloc_held_freed_keys]
         set released [rs_info 3 slotalloc_held_released_keys]
-        R 1 config set migration-test-delay-delete 1000
         set rd [rs_migrate_paused_in_delete $F $big]
         set rest 0
         for {set t 101} {$t < 256} {incr t} { incr rest [R 1 cluster countkeysinslot $t] }
@@ -458,7 +428,6 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         }
         R 1 client unpause
         mg_deferred_reply $rd 1
-        R 1 config set migration-test-delay-delete 0
         mg_assert_replicas_equal
         assert_equal 0 [rs_info 3 slotalloc_held_keys]
         foreach slot {100 255} {
@@ -476,8 +445,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_converged
     }
 
-    # Node 1 gives F (slot 100 with 100k keys: many delete slices, its
-    # group too big to be held back whole) to node 0 and is killed in its
+    # Node 1 gives F (slot 100 with 100k keys: many delete slices, one
+    # RDMASLOTDROP each) to node 0 and is killed in its
     # delete, once it deleted keys of slot 100 (its writes paused first,
     # so that its slices wait; when it is caught with keys of slot 100
     # left, node 3 has dropped the slot whole already, ahead of its
