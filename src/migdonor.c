@@ -721,10 +721,10 @@ static int migDonorDeleteSlice(migSession *s) {
     if (s->d.delete_stage == 0) {
         /* RDMASLOTDROP or DELs: decided per slice, a replica may attach
          * between two. */
-        int drop = migSlotDropUsable(), any = 0;
+        int drop = migSlotDropUsable();
         unsigned char dropped[CLUSTER_SLOTS / 8];
 
-        if (drop) memset(dropped, 0, sizeof(dropped));
+        memset(dropped, 0, sizeof(dropped));
         /* s->cursor walks the slots, s->stage the s->slots entries (in
          * slot order; slots without an entry had no keys). */
         prev_core = migPropagateBegin();
@@ -737,10 +737,7 @@ static int migDonorDeleteSlice(migSession *s) {
                 s->cursor++;
                 continue;
             }
-            if (drop) {
-                dropped[slot >> 3] |= 1 << (slot & 7);
-                any = 1;
-            }
+            if (drop) dropped[slot >> 3] |= 1 << (slot & 7);
             ms = migSlotEntry(s, slot);
             if (ms && !ms->unlinked) {
                 ms->unlinked = 1;
@@ -770,8 +767,9 @@ static int migDonorDeleteSlice(migSession *s) {
             if ((++n & 31) == 0 && elapsedUs(start) >= MIG_SLICE_US) break;
         }
         /* A slot left half deleted is named whole: the replica drops it
-         * at once, the next slices name it again. */
-        if (any) migPropagateSlotDrop(dropped);
+         * at once, the next slices name it again. (Nothing is sent for a
+         * slice that went through no slot.) */
+        if (drop) migPropagateSlotDrop(dropped);
         migPropagateEnd(prev_core);
         if (s->cursor == CLUSTER_SLOTS) s->d.delete_stage = 1;
     }

@@ -678,8 +678,9 @@ long long migDropSlots(const unsigned char *bitmap, int lazy) {
             migReleaseIfEmpty(slot);
             continue;
         }
-        /* An arena without blocks (slot-affinity no): nothing to
-         * release at once, and ASYNC stays lazy. */
+        /* An arena without blocks (slot-affinity no): nothing to hold
+         * or release at once. (Every key not held, here or below, is
+         * deleted as the command says: ASYNC stays lazy.) */
         slotAllocSlotStat st;
         slotAllocSlotStats(slot, &st);
         if (!known && st.blocks) {
