@@ -460,6 +460,20 @@ void rdmaSlotDropCommand(client *c) {
     addReplyLongLong(c, deleted);
 }
 
+/* A replica that could not run its master's RDMASLOTADOPT (no room in its
+ * slot allocator's range, no arena id free, a stream damaged on the way)
+ * would go on replicating without the slot's keys, and a failover would
+ * lose them. So it drops the link without keeping the master for a
+ * partial resync (as after a protocol error from it: freeClient() caches
+ * no such master), and its full sync brings every key. */
+static void migReplicaAdoptFailed(client *c, const char *err) {
+    serverLog(LL_WARNING, "Slot migration: this replica cannot run its master's "
+              "RDMASLOTADOPT (%s): it would miss the slot's keys, so it drops the "
+              "link and resyncs in full", err);
+    c->flags |= CLIENT_PROTOCOL_ERROR;
+    freeClientAsync(c);
+}
+
 /* RDMASLOTADOPT <slot> <nkeys> <manifest> <nblocks>
  *               [<donor-address> <size> <checksum> <ranges> <bytes>]...
  *               [MEMBERS <n> [<slot> <nkeys> <manifest>]...]:
@@ -475,17 +489,19 @@ void rdmaSlotDropCommand(client *c) {
  * behind. No ownership check, as for RDMASLOTDROP. Replies the number of
  * keys adopted. */
 void rdmaSlotAdoptCommand(client *c) {
-    long long slot, nkeys, nblocks;
+    long long slot = -1, nkeys, nblocks;
     unsigned long long manifest;
     const char *aerr = NULL;
-    sds err = NULL;
+    sds err = NULL, msg = NULL;
+    blkUnitSlot *us = NULL;
+    blkBlockImage *imgs = NULL;
 
     if (!migStreamCommandAllowed(c, "RDMASLOTADOPT", "recipient", "to add keys, use RESTORE"))
         return;
     for (int j = 1; j < c->argc; j++) {
         if (!sdsEncodedObject(c->argv[j])) {
-            addReplyErrorFormat(c, "RDMASLOTADOPT: argument %d is not a string", j);
-            return;
+            msg = sdscatprintf(sdsempty(), "RDMASLOTADOPT: argument %d is not a string", j);
+            goto fail;
         }
     }
     if (getLongLongFromObject(c->argv[1], &slot) != C_OK || slot < 0 || slot >= CLUSTER_SLOTS ||
@@ -493,9 +509,9 @@ void rdmaSlotAdoptCommand(client *c) {
         !string2ull(c->argv[3]->ptr, &manifest) ||
         getLongLongFromObject(c->argv[4], &nblocks) != C_OK || nblocks < 1 ||
         nblocks > (c->argc - 5) / 5) {
-        addReplyError(c, "RDMASLOTADOPT: bad slot, key count, manifest address or "
-                         "block count, or not 5 arguments per block");
-        return;
+        msg = sdsnew("RDMASLOTADOPT: bad slot, key count, manifest address or "
+                     "block count, or not 5 arguments per block");
+        goto fail;
     }
     /* MEMBERS <n> [<slot> <nkeys> <manifest>]...: the other slots of a
      * unit (slot groups) whose keys are in these blocks too. */
@@ -504,11 +520,11 @@ void rdmaSlotAdoptCommand(client *c) {
     if (c->argc != m && (c->argc < m + 2 || strcasecmp(c->argv[m]->ptr, "members") ||
         getLongLongFromObject(c->argv[m + 1], &nmembers) != C_OK || nmembers < 1 ||
         nmembers >= CLUSTER_SLOTS || c->argc != m + 2 + 3 * nmembers)) {
-        addReplyError(c, "RDMASLOTADOPT: not 5 arguments per block, then nothing or "
-                         "MEMBERS <n> and 3 arguments (slot, key count, manifest) per member");
-        return;
+        msg = sdsnew("RDMASLOTADOPT: not 5 arguments per block, then nothing or "
+                     "MEMBERS <n> and 3 arguments (slot, key count, manifest) per member");
+        goto fail;
     }
-    blkUnitSlot *us = zmalloc(sizeof(*us) * (nmembers + 1));
+    us = zmalloc(sizeof(*us) * (nmembers + 1));
     us[0].slot = (int)slot;
     us[0].nkeys = (size_t)nkeys;
     us[0].manifest = manifest;
@@ -519,32 +535,28 @@ void rdmaSlotAdoptCommand(client *c) {
         int dup = 0;
         if (getLongLongFromObject(a[0], &ms) != C_OK || ms < 0 || ms >= CLUSTER_SLOTS ||
             getLongLongFromObject(a[1], &mk) != C_OK || mk < 1 || !string2ull(a[2]->ptr, &mm)) {
-            addReplyErrorFormat(c, "RDMASLOTADOPT: member %lld: bad slot, key count or "
-                                "manifest address", k);
-            zfree(us);
-            return;
+            msg = sdscatprintf(sdsempty(), "RDMASLOTADOPT: member %lld: bad slot, key "
+                               "count or manifest address", k);
+            goto fail;
         }
         for (long long i = 0; i < k; i++) dup |= us[i].slot == (int)ms;
         if (dup) {
-            addReplyErrorFormat(c, "RDMASLOTADOPT: slot %lld is given twice", ms);
-            zfree(us);
-            return;
+            msg = sdscatprintf(sdsempty(), "RDMASLOTADOPT: slot %lld is given twice", ms);
+            goto fail;
         }
         us[k].slot = (int)ms;
         us[k].nkeys = (size_t)mk;
         us[k].manifest = mm;
     }
-    blkBlockImage *imgs = zcalloc(sizeof(*imgs) * nblocks);
+    imgs = zcalloc(sizeof(*imgs) * nblocks);
     for (long long b = 0; b < nblocks; b++) {
         robj **a = c->argv + 5 + 5 * b;
         unsigned long long donor, size, sum;
         if (!string2ull(a[0]->ptr, &donor) || !string2ull(a[1]->ptr, &size) ||
             !string2ull(a[2]->ptr, &sum)) {
-            addReplyErrorFormat(c, "RDMASLOTADOPT: block %lld: bad address, size or "
-                                "checksum", b);
-            zfree(imgs);
-            zfree(us);
-            return;
+            msg = sdscatprintf(sdsempty(), "RDMASLOTADOPT: block %lld: bad address, "
+                               "size or checksum", b);
+            goto fail;
         }
         imgs[b].donor = donor;
         imgs[b].size = size;
@@ -554,27 +566,35 @@ void rdmaSlotAdoptCommand(client *c) {
         imgs[b].len = sdslen(a[4]->ptr);
     }
     if (slotCompactStart(&aerr) == C_ERR) {
-        addReplyErrorFormat(c, "RDMASLOTADOPT: this node can't adopt slot blocks: %s", aerr);
-        zfree(imgs);
-        zfree(us);
-        return;
+        msg = sdscatprintf(sdsempty(), "RDMASLOTADOPT: this node can't adopt slot "
+                           "blocks: %s", aerr);
+        goto fail;
     }
     long long linked = blkAdoptImages(us, (int)nmembers + 1, imgs, (size_t)nblocks, &err);
+    if (linked == -1) {
+        msg = sdscatprintf(sdsempty(), "RDMASLOTADOPT: slot %lld: %s; nothing of it "
+                           "was adopted", slot, err);
+        sdsfree(err);
+        goto fail;
+    }
     zfree(imgs);
     zfree(us);
-    if (linked == -1) {
-        /* Logged by upstream too (a master's or the AOF's command that
-         * fails here: afterErrorReply). */
-        addReplyErrorFormat(c, "RDMASLOTADOPT: slot %lld: %s; nothing of it was adopted",
-                            slot, err);
-        sdsfree(err);
-        return;
-    }
     /* As RDMASLOTDROP: the replica's own AOF takes the command (the links
      * counted as changes), and its position is remembered for its
      * replicas' PSYNC after a promotion. */
     if (c->flags & CLIENT_MASTER) migSlotAdoptApplied(c->read_reploff, nmembers > 0);
     addReplyLongLong(c, linked);
+    return;
+
+fail:
+    /* A master's command: no error reply (it would go nowhere, and
+     * propagation-error-behavior may make it a panic); the replica resyncs
+     * instead. The AOF's: logged by upstream too (afterErrorReply). */
+    if (c->flags & CLIENT_MASTER) migReplicaAdoptFailed(c, msg);
+    else addReplyErrorFormat(c, "%s", msg);
+    sdsfree(msg);
+    zfree(imgs);
+    zfree(us);
 }
 
 /* CLIENT UNBLOCK of a migration's caller: it stops waiting, the migration

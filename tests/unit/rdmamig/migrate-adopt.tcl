@@ -501,6 +501,46 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal $full [s -1 sync_full]
         assert_equal [expr {$adopt + $nslots}] [ad_calls 3 rdmaslotadopt]
     }
+
+    # A replica that cannot run its master's RDMASLOTADOPT must not go on
+    # without the slot's keys (a failover would lose them): it drops the
+    # link without keeping its master for a partial resync, and the full
+    # sync brings every key. Here its slot allocator's range (restarted
+    # with slot-affinity-reserve 1mb) has no room for a unit holding a
+    # 2 MB string.
+    test {RDMASLOTADOPT: a replica that cannot adopt resyncs in full and ends equal} {
+        mg_migrate 1 0 $F
+        mg_wait_converged
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set big [lindex [mg_names adopt:big 1 [mg_slotset 100]] 0]
+        R 0 set $big [string repeat x 2000000]
+        set cfg [srv -3 config_file]
+        set fd [open $cfg a]
+        puts $fd "slot-affinity-reserve 1mb"
+        close $fd
+        ad_restart 3
+        assert_equal 1048576 [lindex [R 3 config get slot-affinity-reserve] 1]
+        wait_for_condition 100 100 {
+            [s -3 master_link_status] eq {up}
+        } else {
+            fail "node 3 did not reconnect to node 1"
+        }
+        wait_for_ofs_sync [Rn 1] [Rn 3]
+        set full [s -1 sync_full]
+        set partial [s -1 sync_partial_ok]
+        mg_migrate 0 1 $F
+        wait_for_condition 300 100 {
+            [s -1 sync_full] > $full && [s -3 master_link_status] eq {up}
+        } else {
+            fail "node 3 did not resync in full: [s -1 sync_full] full syncs"
+        }
+        assert_equal $partial [s -1 sync_partial_ok]
+        assert {[count_log_message -3 "cannot run its master's RDMASLOTADOPT"] >= 1}
+        mg_wait_converged
+        mg_assert_replicas_equal
+        ad_assert_replica_keys 3 $snap
+        assert_equal 2000000 [R 3 strlen $big]
+    }
 }
 
 # --- a damaged RDMASLOTADOPT (the AOF here) --------------------------------

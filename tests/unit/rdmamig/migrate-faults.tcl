@@ -212,10 +212,17 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_migrate 1 0 $S
         R 0 config set slot-affinity-cpu $cpu
         R 0 config set zset-max-listpack-entries $zmax
-        R 0 config set slot-affinity [lindex $affinity 0]
-        R 1 config set slot-affinity [lindex $affinity 1]
+        # The groups first, while slot-affinity is still yes: every slot
+        # goes back to its group's arena. (The other order left each slot
+        # in an arena of its own, every arena id in use, and with
+        # slot-affinity no nothing moves out the keys that slots of groups
+        # of 1 left in arena 0 meanwhile: the next test's donor then
+        # refused slot 0, "its arena still holds keys of slots that left
+        # it".)
         R 0 config set slot-affinity-group-slots $group
         R 1 config set slot-affinity-group-slots $group
+        R 0 config set slot-affinity [lindex $affinity 0]
+        R 1 config set slot-affinity [lindex $affinity 1]
     }
 
     test {RDMAMIGRATESLOTS: a TIMEOUT shorter than the migration rolls back} {
