@@ -522,22 +522,10 @@ static int migDonorPrepareStep(migSession *s) {
             /* A slot sharing its arena with slots that stay gets one of its
              * own: the blocks shipped must hold the moving slots' keys only.
              * An arena all of whose slots move goes whole (stage 6). */
-            int isolated = migSlotIsSet(whole, slot) ? 0 : slotCompactIsolate(slot);
+            const char *why;
+            int isolated = migSlotIsSet(whole, slot) ? 0 : slotCompactIsolate(slot, &why);
             if (isolated == -1) {
-                /* Alone in an arena that still holds keys of slots mapped
-                 * away from it (slotCompactIsolate), every id in use: they
-                 * are on their way out. */
-                slotAllocSlotStat st;
-                slotAllocSlotStats(slot, &st);
-                if (st.arena_slots <= 1)
-                    migFail(s, "slot %d's arena still holds keys of slots that left "
-                            "it (after a change of slot-affinity-group-slots or "
-                            "slot-affinity; the background cycle moves them out) and "
-                            "every arena id is in use: try again once CLUSTER "
-                            "SLOTBLOCKS %d shows arena_mixed 0", slot, slot);
-                else
-                    migFail(s, "slot %d shares its group's arena and no arena id is "
-                            "free for it", slot);
+                migFail(s, "slot %d %s", slot, why);
                 return -1;
             }
             if ((isolated || !slotCompactEnabled()) && countKeysInSlot(slot))

@@ -888,11 +888,11 @@ void initRdmaServerCommand(client *c) {
      * sharing its group's arena gets one of its own until the import
      * ends (slotCompactUnpin maps it back). */
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
-        if (migSlotIsSet(bitmap, slot) && slotCompactIsolate(slot) == -1) {
+        const char *why;
+        if (migSlotIsSet(bitmap, slot) && slotCompactIsolate(slot, &why) == -1) {
             for (int j = 0; j < slot; j++)
                 if (migSlotIsSet(bitmap, j)) slotCompactRegroup(j);
-            addReplyErrorFormat(c, "slot %d shares its group's arena and no arena "
-                                "id is free for it", slot);
+            addReplyErrorFormat(c, "slot %d %s", slot, why);
             return;
         }
     }

@@ -306,7 +306,7 @@ void migEndSession(migSession *s, int last) {
         migUnpinAll(s);
         for (int i = 0; i < s->nmig && last == MIG_LAST_OK && slotCompactEnabled(); i++)
             if (s->slots[i].keys.keys_serialized || s->writes_replayed)
-                slotCompactRequest(s->slots[i].slot);
+                slotCompactVisitFirst(s->slots[i].slot);
     }
     for (int i = 0; i < s->nmig; i++) {
         zfree(s->slots[i].blocks);

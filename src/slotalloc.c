@@ -1323,6 +1323,38 @@ static void saArenaLeftRemove(saArena *a, int slot) {
     }
 }
 
+/* The background cycle relocates (or, with slot-affinity no, evacuates)
+ * the keys of a slot by walking the slot's keys; a slot mapped away from
+ * an arena is no longer found through that arena, so its leftovers there
+ * are found through this list. */
+int slotAllocArenaLeft(int id, uint16_t *out, int max) {
+    saArena *a;
+    int n;
+
+    if (!sa.initialized || id < 0 || id >= SLOTALLOC_NUM_SLOTS) return 0;
+    if ((a = saArenaGet(id, 0)) == NULL) return 0;
+    pthread_mutex_lock(&a->lock);
+    n = a->mixed ? a->nleft : 0;
+    for (int i = 0; i < n && i < max; i++) out[i] = a->left[i];
+    pthread_mutex_unlock(&a->lock);
+    return n;
+}
+
+/* The placement layer walked every key of the arena's only slot and found
+ * every live allocation of the arena among them (slotCompactIsolate): no
+ * slot that left it has anything in it any more, though neither did it
+ * empty nor did they come back. */
+void slotAllocArenaUnmix(int id) {
+    saArena *a;
+
+    if (!sa.initialized || id < 0 || id >= SLOTALLOC_NUM_SLOTS) return;
+    if ((a = saArenaGet(id, 0)) == NULL) return;
+    pthread_mutex_lock(&a->lock);
+    a->mixed = 0;
+    a->nleft = 0;
+    pthread_mutex_unlock(&a->lock);
+}
+
 int slotAllocArenaEmpty(int id) {
     saArena *a;
     int empty;
@@ -2127,17 +2159,26 @@ int slotAllocSlotResident(int slot, size_t *resident, size_t *used) {
 }
 
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st) {
+    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) {
+        memset(st, 0, sizeof(*st));
+        errno = EINVAL;
+        return -1;
+    }
+    return slotAllocArenaStats(sa.initialized ? saSlotArena(slot) : 0, st);
+}
+
+int slotAllocArenaStats(int id, slotAllocSlotStat *st) {
     saArena *a;
 
     memset(st, 0, sizeof(*st));
-    if (slot < 0 || slot >= SLOTALLOC_NUM_SLOTS) {
+    if (id < 0 || id >= SLOTALLOC_NUM_SLOTS) {
         errno = EINVAL;
         return -1;
     }
     if (!sa.initialized) return 0;
-    st->arena = saSlotArena(slot);
-    st->arena_slots = sa.members[st->arena];
-    if ((a = saArenaGet(st->arena, 0)) == NULL) return 0;
+    st->arena = id;
+    st->arena_slots = sa.members[id];
+    if ((a = saArenaGet(id, 0)) == NULL) return 0;
     pthread_mutex_lock(&a->lock);
     st->blocks = a->nblocks;
     st->huge_blocks = a->nhuge;
@@ -3273,6 +3314,13 @@ static int saTestGroups(void) {
     SA_CHECK(slotAllocMapSlot(66, 65) == 0 && slotAllocArenaSlots(65, &mixed) == 2 && !mixed);
     SA_CHECK(slotAllocMapSlot(65, 64) == 0 && slotAllocMapSlot(66, 64) == 0 &&
              slotAllocArenaSlots(65, &mixed) == 0 && mixed);
+    /* The slots that left it, for the background cycle to find. */
+    uint16_t left[4];
+    SA_CHECK(slotAllocArenaLeft(65, left, 4) == 2 &&
+             ((left[0] == 65 && left[1] == 66) || (left[0] == 66 && left[1] == 65)));
+    SA_CHECK(slotAllocArenaLeft(65, left, 1) == 2 && slotAllocArenaLeft(66, left, 4) == 0);
+    slotAllocArenaStats(65, &ss);
+    SA_CHECK(ss.arena == 65 && ss.arena_slots == 0 && ss.live_allocs == 1 && ss.arena_mixed);
     /* 64 slots' small keys share one slab of one block. */
     for (int s = 64; s < 128; s++) {
         SA_CHECK((p[s - 64] = slotAllocMalloc(s, 24)) != NULL);

@@ -22,6 +22,7 @@
 #define __SLOTALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #define SLOTALLOC_NUM_SLOTS 16384
 /* Granularity of the reserved range: every block is a multiple of it. */
@@ -125,6 +126,15 @@ int slotAllocMapSlot(int slot, int id);
 int slotAllocUnusedArena(int from);
 /* Whether arena 'id' holds nothing: no live allocation, no detached block. */
 int slotAllocArenaEmpty(int id);
+/* The slots mapped away from arena 'id' while it held allocations, and not
+ * back since (their leftovers may still lie in it), up to max into out.
+ * Returns how many there are (more than max: call again with room), 0 if
+ * the arena is not mixed, -1 if it could not keep the list (it stays mixed
+ * until it empties: any slot's keys may be in it). */
+int slotAllocArenaLeft(int id, uint16_t *out, int max);
+/* Arena 'id' holds its slots' allocations only (the caller checked every
+ * one): no longer mixed. */
+void slotAllocArenaUnmix(int id);
 
 /* Migration.
  *
@@ -188,6 +198,7 @@ int slotAllocDrainBlock(void *block_addr, int on);
 int slotAllocIsDraining(const void *p);
 void slotAllocGetStats(slotAllocStats *st);
 int slotAllocSlotStats(int slot, slotAllocSlotStat *st);
+int slotAllocArenaStats(int id, slotAllocSlotStat *st);
 int slotAllocSlotResident(int slot, size_t *resident, size_t *used);
 int slotAllocArenaResident(int id, size_t *resident, size_t *used);
 

@@ -1193,6 +1193,7 @@ long long blkAdoptImages(const blkUnitSlot *us, int nus, const blkBlockImage *im
     blkAdopted *a;
     int slot = us[0].slot, patched = 0, *slots;
     long long linked = -1;
+    const char *why;
 
     *err = NULL;
     if (n == 0) {
@@ -1211,8 +1212,9 @@ long long blkAdoptImages(const blkUnitSlot *us, int nus, const blkBlockImage *im
     /* The blocks go to an arena of the slot's own (slot groups), or the
      * unit's (slotCompactUnite), back to their groups' once linked
      * (slotCompactRegroup, below). */
-    if ((nus == 1 ? slotCompactIsolate(slot) : slotCompactUnite(slots, nus)) == -1) {
-        *err = sdsnew("the slot shares its group's arena and no arena id is free");
+    why = "shares its group's arena and no arena id is free for its unit";
+    if ((nus == 1 ? slotCompactIsolate(slot, &why) : slotCompactUnite(slots, nus)) == -1) {
+        *err = sdscatprintf(sdsempty(), "slot %d %s", slot, why);
         goto done;
     }
     if (slotAllocReserveBlocks(slot, n, sizes, addrs) == -1) {
@@ -1276,7 +1278,7 @@ long long blkAdoptImages(const blkUnitSlot *us, int nus, const blkBlockImage *im
     for (int i = 0; i < nus; i++) linked += (long long)blkLinkAdopted(&a[i], SIZE_MAX);
     blkSweepGarbage(&a[0], map, n);
     for (int i = 0; i < nus; i++) {
-        if (a[i].keys_serialized && slotCompactEnabled()) slotCompactRequest(us[i].slot);
+        if (a[i].keys_serialized && slotCompactEnabled()) slotCompactVisitFirst(us[i].slot);
         blkAdoptedFree(&a[i]);
     }
 done:
@@ -1303,6 +1305,7 @@ done:
  * <seed>), as a lying or broken donor would: the node must never crash. */
 void blkReplantDebugCommand(client *c) {
     long long slot, seed = 0, corrupt = 0;
+    const char *why;
     blkManifest m;
     blkAdopted a;
     sds err = NULL;
@@ -1334,8 +1337,8 @@ void blkReplantDebugCommand(client *c) {
     }
     /* Its blocks must hold its keys only (slot groups): an arena of its
      * own, which the relocation below fills; its group's again at the end. */
-    if (slotCompactIsolate((int)slot) == -1) {
-        addReplyError(c, "the slot shares its group's arena and no arena id is free");
+    if (slotCompactIsolate((int)slot, &why) == -1) {
+        addReplyErrorFormat(c, "slot %lld %s", slot, why);
         return;
     }
     slotCompactSlotSync((int)slot);
@@ -1395,7 +1398,7 @@ void blkReplantDebugCommand(client *c) {
     }
     blkLinkAdopted(&a, SIZE_MAX);
     blkSweepGarbage(&a, map, nb);
-    slotCompactRequest((int)slot);  /* DUMP-path values are in the heap. */
+    slotCompactVisitFirst((int)slot);  /* DUMP-path values are in the heap. */
     addReplyLongLong(c, (long long)a.nkeys);
     blkAdoptedFree(&a);
 done:

@@ -151,6 +151,7 @@ static struct {
     long long saved_scanned;
     /* CLUSTER SLOTBLOCKS counting walk. */
     size_t count_bytes, count_in_blocks;
+    size_t count_allocs_in;         /* Allocations counted in count_in_blocks. */
     int count_all_in;
     int count_arena;                /* slotCompactIsIn's arena. */
     /* Background cycle. */
@@ -196,6 +197,8 @@ static struct {
     int evacuating;                 /* The current walk's target is the heap. */
     int evac_cursor;                /* Next slot the sweep looks at. */
     size_t evac_live[CLUSTER_SLOTS]; /* Live allocations when last marked. */
+    size_t evac_left_live[CLUSTER_SLOTS]; /* The same, of arena id slot when
+                                           * its leftovers were marked. */
     long long evacuated_keys;
     long long evacuated_bytes;
     long long compaction_usec;      /* Main thread time spent compacting. */
@@ -220,6 +223,9 @@ static void slotCompactHeldRun(int may_free);
 static size_t slotCompactDropArena(int slot, int retire);
 static void slotCompactReset(void);
 static void slotCompactSetPinned(int slot, int on);
+static int slotCompactUnmix(int slot, const slotAllocSlotStat *st, size_t allocs_in,
+                            size_t bytes_in);
+static int slotCompactUnmixByWalk(int slot);
 
 static int slotCompactIsRequested(int slot) {
     return (sc.requested[slot >> 3] >> (slot & 7)) & 1;
@@ -281,15 +287,31 @@ static void slotCompactMapGroups(void) {
 /* See slotcompact.h. The slot takes an unused arena id, its own first
  * (free unless it leads its group). Its keys stay where they are until
  * relocated: the donor's prepare asks for the slot (slotCompactRequest);
- * an importing slot has none. */
-int slotCompactIsolate(int slot) {
+ * an importing slot has none. Every id is in use only when every slot has
+ * its own (groups of 1, or slot-affinity no with nothing grouped): then
+ * the slot is alone in its arena, and that arena holds keys of slots that
+ * left it, which the background cycle moves out (slotCompactEvacuateCron
+ * with slot-affinity no). */
+int slotCompactIsolate(int slot, const char **why) {
     slotAllocSlotStat st;
     int id;
 
     if (!sc.initialized) return 0;
     slotAllocSlotStats(slot, &st);
     if (st.arena_slots <= 1 && !st.arena_mixed) return 0;
-    if ((id = slotAllocUnusedArena(slot)) == -1) return -1;
+    if ((id = slotAllocUnusedArena(slot)) == -1) {
+        /* The background cycle relocates the leftovers but cannot tell
+         * when an arena's last one left (it stays mixed until it empties):
+         * the slot may well be alone in it by now. */
+        if (st.arena_slots <= 1 && slotCompactUnmixByWalk(slot)) return 0;
+        *why = st.arena_slots <= 1 ?
+            "is alone in an arena that still holds keys of slots that left it "
+            "(after a change of slot-affinity-group-slots or slot-affinity; the "
+            "background cycle moves them out) and every arena id is in use: try "
+            "again once CLUSTER SLOTBLOCKS for the slot shows arena_mixed 0" :
+            "shares its group's arena and no arena id is free for it";
+        return -1;
+    }
     slotAllocMapSlot(slot, id);
     return 1;
 }
@@ -605,13 +627,40 @@ static void slotCompactSparseCron(void) {
     }
 }
 
+/* Whether the evacuation may walk a slot now: it holds keys, and no
+ * migration or pending relocation has it. */
+static int slotCompactEvacuable(int slot) {
+    return !slotCompactSlotPending(slot) && !slotCompactIsPinned(slot) &&
+           !slotCompactIsRequested(slot) && countKeysInSlot(slot);
+}
+
+/* Mark for the evacuation the slots that left an arena while it held their
+ * keys (slotAllocArenaLeft): a change of slot-affinity-group-slots with
+ * slot-affinity yes maps them to arenas of their own, and turning it off
+ * before their relocation ended left their keys where no walk by slot's
+ * arena finds them. An arena that lost the list may hold any slot's. */
+static void slotCompactMarkLeftDirty(int arena) {
+    static uint16_t left[CLUSTER_SLOTS];
+    int n = slotAllocArenaLeft(arena, left, CLUSTER_SLOTS);
+
+    if (n == -1) {
+        for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
+            if (slotCompactEvacuable(slot)) slotCompactMarkDirty(slot, 0);
+        return;
+    }
+    for (int i = 0; i < n; i++)
+        if (slotCompactEvacuable(left[i])) slotCompactMarkDirty(left[i], 0);
+}
+
 /* serverCron with slot-affinity no: look at the next SLOTCOMPACT_SPARSE_SCAN
  * slots for keys a migration left in blocks (an import adopted them, or a
  * donor's prepare relocated them and the migration failed) and mark each
  * such slot for the background cycle, which moves its keys back to the
  * general heap (slotCompactEvacuate) within slot-affinity-cpu; emptied
- * blocks are then released. Slots a migration pinned or asked for are left
- * alone. So with `no` a node holds blocks only while it migrates. */
+ * blocks are then released. The arena of the same id is looked at too, for
+ * keys of slots that left it (slotCompactMarkLeftDirty): an arena no slot
+ * maps to is found that way. Slots a migration pinned or asked for are
+ * left alone. So with `no` a node holds blocks only while it migrates. */
 static void slotCompactEvacuateCron(void) {
     if (server.slot_affinity || server.slot_affinity_cpu == 0) return;
     for (int n = 0; n < SLOTCOMPACT_SPARSE_SCAN; n++) {
@@ -619,17 +668,21 @@ static void slotCompactEvacuateCron(void) {
         slotAllocSlotStat st;
 
         sc.evac_cursor = (sc.evac_cursor + 1) % CLUSTER_SLOTS;
-        if (slotCompactSlotPending(slot) || slotCompactIsPinned(slot) ||
-            slotCompactIsRequested(slot)) continue;
+        /* Marked before with as many allocations: what is left is not
+         * reachable from a key (being freed lazily, or a detached block's),
+         * and walking again would not move it. */
+        if (slotAllocArenaStats(slot, &st) == 0 && !st.arena_mixed) {
+            sc.evac_left_live[slot] = 0;
+        } else if (st.live_allocs != sc.evac_left_live[slot]) {
+            sc.evac_left_live[slot] = st.live_allocs;
+            slotCompactMarkLeftDirty(slot);
+        }
         if (slotAllocSlotStats(slot, &st) != 0) continue;
         if (st.live_allocs == 0) {
             sc.evac_live[slot] = 0;
             continue;
         }
-        /* Marked before with as many allocations: what is left is not
-         * reachable from a key (being freed lazily, or a detached block's),
-         * and walking the slot again would not move it. */
-        if (st.live_allocs == sc.evac_live[slot] || countKeysInSlot(slot) == 0) continue;
+        if (st.live_allocs == sc.evac_live[slot] || !slotCompactEvacuable(slot)) continue;
         sc.evac_live[slot] = st.live_allocs;
         slotCompactMarkDirty(slot, 0);
     }
@@ -1118,8 +1171,12 @@ static void *slotCompactCount(void *ptr) {
     int arena = slotAllocSlotArena(sc.target_slot);
 
     sc.count_bytes += n;
-    if (arena >= 0 && slotAllocArenaOf(ptr) == arena) sc.count_in_blocks += n;
-    else sc.count_all_in = 0;
+    if (arena >= 0 && slotAllocArenaOf(ptr) == arena) {
+        sc.count_in_blocks += n;
+        sc.count_allocs_in++;
+    } else {
+        sc.count_all_in = 0;
+    }
     return NULL;
 }
 
@@ -1814,6 +1871,14 @@ void slotCompactRequest(int slot) {
     slotCompactMarkDirty(slot, 1);
 }
 
+/* See slotcompact.h. Request's bit is for a migration to clear (Unpin):
+ * left set after one, it kept the slot out of every later change of
+ * groups and, with slot-affinity no, out of the evacuation. */
+void slotCompactVisitFirst(int slot) {
+    if (!slotCompactRunning()) return;
+    slotCompactMarkDirty(slot, 1);
+}
+
 /* A pinned slot also pins its arena, which the slots of its group share
  * (slotalloc.c, "Slot groups"): a write to any of them may not allocate
  * in, or move, the blocks being read. The arena is remembered per slot, so
@@ -2073,6 +2138,7 @@ robj *slotCompactNewString(robj *key, robj *val) { UNUSED(key); UNUSED(val); ret
 sds slotCompactDupKeyName(sds name, robj *val) { UNUSED(val); return sdsdup(name); }
 void slotCompactLoadingEnded(void) {}
 void slotCompactRequest(int slot) { UNUSED(slot); }
+void slotCompactVisitFirst(int slot) { UNUSED(slot); }
 int slotCompactSlotPending(int slot) { UNUSED(slot); return 0; }
 int slotCompactStep(uint64_t budget_us) { UNUSED(budget_us); return 0; }
 long long slotCompactSlotSync(int slot) { UNUSED(slot); return 0; }
@@ -2315,14 +2381,54 @@ static int slotCompactWalkKey(dictEntry *de, int slot, void *(*target)(void *)) 
  * support defrag. Not counted: the key's dictEntry in the keyspace and its
  * expires entry (the keyspace's nodes, rebuilt by a migration's recipient).
  * Returns 1 if everything counted lies in the slot's blocks. */
-static int slotBlocksKey(dictEntry *de, int slot, size_t *bytes, size_t *in_blocks) {
-    sc.count_bytes = sc.count_in_blocks = 0;
+static int slotBlocksKey(dictEntry *de, int slot, size_t *bytes, size_t *in_blocks,
+                         size_t *allocs_in) {
+    sc.count_bytes = sc.count_in_blocks = sc.count_allocs_in = 0;
     int all_in = slotCompactWalkKey(de, slot, slotCompactCount);
     *bytes += sc.count_bytes;
     *in_blocks += sc.count_in_blocks;
+    *allocs_in += sc.count_allocs_in;
     return all_in;
 }
 #endif
+
+/* A mixed arena (slots mapped away from it while it held allocations: see
+ * slotalloc.c, "Slot groups") whose only slot is 'slot', and whose every
+ * live allocation is one the walk of the slot's keys found in it
+ * (allocs_in, bytes_in, with st taken after that walk): nothing of the
+ * slots that left is in it any more, so it is the slot's alone. The
+ * lazyfree thread only frees, and nothing else allocates meanwhile (main
+ * thread), so equal counts leave no room for a leftover; anything the walk
+ * cannot reach (a key being freed lazily, a shared value counted twice, a
+ * detached block) keeps it mixed, to be asked again. Returns 1 if it
+ * unmixed the arena. */
+static int slotCompactUnmix(int slot, const slotAllocSlotStat *st, size_t allocs_in,
+                            size_t bytes_in) {
+    if (!st->arena_mixed || st->arena_slots > 1 || st->detached_blocks ||
+        st->arena != slotAllocSlotArena(slot) ||
+        allocs_in != st->live_allocs || bytes_in != st->used_bytes) return 0;
+    slotAllocArenaUnmix(st->arena);
+    return 1;
+}
+
+/* The same, walking the slot's keys for it (slotCompactIsolate, when no
+ * arena id is free for the slot: the walk is the price of not refusing a
+ * migration; that of CLUSTER SLOTBLOCKS, which walks them anyway). */
+static int slotCompactUnmixByWalk(int slot) {
+#ifdef HAVE_DEFRAG
+    size_t bytes = 0, bytes_in = 0, allocs_in = 0;
+    slotAllocSlotStat now;
+
+    for (dictEntry *de = slotCompactFirstInSlot(slot); de != NULL;
+         de = slotCompactNextInSlot(de))
+        slotBlocksKey(de, slot, &bytes, &bytes_in, &allocs_in);
+    slotAllocSlotStats(slot, &now);
+    return slotCompactUnmix(slot, &now, allocs_in, bytes_in);
+#else
+    UNUSED(slot);
+    return 0;
+#endif
+}
 
 /* See slotcompact.h. The walk of CLUSTER SLOTBLOCKS, without the sizes:
  * about a third of what freeing the key one allocation at a time costs.
@@ -2355,7 +2461,7 @@ int slotCompactKeyInBlocks(dictEntry *de, int slot) {
 void slotBlocksCommand(client *c) {
     long long slot;
     slotAllocSlotStat st;
-    size_t keys = 0, keys_in = 0, bytes = 0, bytes_in = 0;
+    size_t keys = 0, keys_in = 0, bytes = 0, bytes_in = 0, allocs_in = 0;
 
     if (getLongLongFromObject(c->argv[2], &slot) != C_OK ||
         slot < 0 || slot >= CLUSTER_SLOTS)
@@ -2363,21 +2469,24 @@ void slotBlocksCommand(client *c) {
         addReplyError(c, "Invalid or out of range slot");
         return;
     }
-    memset(&st, 0, sizeof(st));
-    st.arena = (int)slot;
-    st.arena_slots = 1;
-    if (sc.initialized) slotAllocSlotStats((int)slot, &st);
     dictEntry *de = slotCompactFirstInSlot(slot);
     for (; de != NULL; de = slotCompactNextInSlot(de)) {
         keys++;
 #ifdef HAVE_DEFRAG
-        keys_in += slotBlocksKey(de, (int)slot, &bytes, &bytes_in);
+        keys_in += slotBlocksKey(de, (int)slot, &bytes, &bytes_in, &allocs_in);
 #endif
     }
+    memset(&st, 0, sizeof(st));
+    st.arena = (int)slot;
+    st.arena_slots = 1;
+    if (sc.initialized) slotAllocSlotStats((int)slot, &st);
     /* blocks and block_bytes are those of the slot's arena, which the
      * arena_slots slots of its group share (slot-affinity-group-slots);
      * arena_mixed: it may hold leftovers of slots mapped away from it
-     * (then a migration isolates its slots rather than ship it whole). */
+     * (then a migration isolates its slots rather than ship it whole);
+     * a slot alone in it whose keys are all it holds clears it. */
+    if (sc.initialized && slotCompactUnmix((int)slot, &st, allocs_in, bytes_in))
+        st.arena_mixed = 0;
     addReplyMapLen(c, 9);
     addReplyBulkCString(c, "blocks");
     addReplyLongLong(c, st.blocks);

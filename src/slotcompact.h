@@ -73,6 +73,11 @@ sds slotCompactDupKeyName(sds name, struct redisObject *val);
  * steps (each returns 1 while any work remains) until the slot is no
  * longer pending. Main thread only. */
 void slotCompactRequest(int slot);
+/* After a migration (an import's values that came as DUMP payloads are in
+ * the heap): the background cycle visits this slot before the others, to
+ * its blocks with slot-affinity yes, to the heap with no. Unlike Request,
+ * no migration holds the slot afterwards. */
+void slotCompactVisitFirst(int slot);
 int slotCompactSlotPending(int slot);
 int slotCompactStep(uint64_t budget_us);
 long long slotCompactSlotSync(int slot);
@@ -85,10 +90,11 @@ int slotCompactIsPinned(int slot);
  * reserves a slot's blocks, Isolate gives the slot an arena of its own if
  * its arena may hold other slots' keys (it shares its group's, or a slot
  * mapped away from it has not moved out yet): 1 it did, and the slot's
- * keys must be relocated; 0 the slot had one; -1 no arena id is free.
- * Regroup maps the slot back to its group's arena once the migration is
- * over (Unpin does), to be relocated there in the background. */
-int slotCompactIsolate(int slot);
+ * keys must be relocated; 0 the slot had one; -1 no arena id is free, with
+ * *why saying why, for a reply after "slot N ". Regroup maps the slot back
+ * to its group's arena once the migration is over (Unpin does), to be
+ * relocated there in the background. */
+int slotCompactIsolate(int slot, const char **why);
 void slotCompactRegroup(int slot);
 /* A migration of the slots in bitmap may ship an arena whole, without
  * isolating its slots, when every slot mapping to it moves and it holds

@@ -107,7 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     /* As INITRDMASERVER does: the slot gets an arena of its own for the
      * import (in groups, by default, it shares its group's), and its
      * group's again once the import ended (below). */
-    if (slotCompactIsolate(slot) == -1) fzFail("no arena id is free for the slot", 0, NULL);
+    const char *why;
+    if (slotCompactIsolate(slot, &why) == -1) fzFail(why, 0, NULL);
     if (slotAllocReserveBlocks(slot, nb, sizes, addrs) == -1) fzFail("cannot reserve blocks", 0, NULL);
     for (size_t b = 0; b < nb; b++) map[b].local = addrs[b];
     fuzzApplyPatches(data, size, pos, addrs, sizes, nb);

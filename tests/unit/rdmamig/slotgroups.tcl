@@ -15,7 +15,11 @@
 #    relocated on either node, every key identical, and back;
 # 5. a write to an empty slot of a group in transfer reaches the
 #    recipient;
-# 6. bad values are refused and change nothing.
+# 6. keys left in a group's arena by a change of groups that slot-affinity
+#    no cut short are evacuated, and their slots can migrate again; with
+#    slot-affinity yes, a group's first slot still migrates after a change
+#    to groups of 1;
+# 7. bad values are refused and change nothing.
 
 source tests/helpers/rdmamig-migrate.tcl
 
@@ -232,6 +236,97 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         mg_assert_slotalloc_sound 0
         mg_assert_slotalloc_sound 1
         mg_wait_converged
+    }
+
+    # A change of groups moves each slot's keys in the background; turning
+    # slot-affinity off before that ended leaves keys in an arena their
+    # slots no longer map to. With groups of 1 every arena id is in use, so
+    # a migration of the slot that kept that arena cannot isolate it: it is
+    # refused, with a reason, until the evacuation has taken the leftovers
+    # back to the heap (slotCompactEvacuateCron walks an arena's slots that
+    # left it). Before that walk the leftovers stayed for good, and the
+    # slot could never move again.
+    test {Slot groups: keys left in a group's arena when slot-affinity goes off are evacuated, and the slot moves} {
+        set ranges {4096-4159}
+        set gkeys [mg_keys_in $keys [mg_slotset $ranges]]
+        lappend gkeys {*}[sg_small 0 sgl 300 [mg_slotset $ranges]]
+        sg_settled 0
+        sg_in_blocks 0 $ranges
+        set digest [R 0 debug digest]
+        set cpu [lindex [R 0 config get slot-affinity-cpu] 1]
+        # No background cycle between the two changes: the relocation the
+        # first one queues is dropped by the second.
+        R 0 config set slot-affinity-cpu 0
+        R 0 config set slot-affinity-group-slots 1
+        R 0 config set slot-affinity no
+        set d [R 0 cluster slotblocks 4096]
+        assert_equal {4096 1 1} [list [dict get $d arena] [dict get $d arena_slots] [dict get $d arena_mixed]]
+        assert_equal 0 [dict get [R 0 cluster slotblocks 4097] keys_in_blocks]
+        # Every slot in an arena of its own, also those the migrations
+        # above brought back (an import that had DUMP payloads once left
+        # them asked for, out of every later change of groups).
+        set odd {}
+        foreach s [mg_expand {0-2047}] {
+            set a [dict get [R 0 cluster slotblocks $s] arena]
+            if {$a != $s} { lappend odd "$s:$a" }
+        }
+        assert_equal {} $odd
+        # Refused with what to wait for; nothing changed.
+        catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] 4096 transport tcp} err
+        assert_match {*slot 4096 is alone in an arena that still holds keys of slots that left it*arena_mixed 0*} $err
+        mg_assert_owner 0 {4096}
+        assert_equal $digest [R 0 debug digest]
+        # The evacuation takes every leftover to the heap: with slot-affinity
+        # no the node ends holding no live allocation in blocks.
+        R 0 config set slot-affinity-cpu $cpu
+        wait_for_condition 200 100 {
+            [dict get [R 0 cluster slotblocks 4096] arena_mixed] == 0 &&
+            [mg_slotalloc 0 slotalloc_live_allocs] == 0
+        } else {
+            fail "leftovers never evacuated: [R 0 cluster slotblocks 4096] [R 0 info slotalloc]"
+        }
+        assert {[mg_slotalloc 0 slotalloc_evacuated_keys] >= [llength $gkeys]}
+        assert_equal $digest [R 0 debug digest]
+        mg_assert_slotalloc_sound 0
+        # And the group moves, and back.
+        mg_migrate_checked 0 1 $ranges [mg_snapshot 0 $gkeys]
+        mg_wait_converged
+        mg_migrate_checked 1 0 $ranges [mg_snapshot 1 $gkeys]
+        mg_wait_converged
+        # Back to groups of 64: slot-affinity yes maps them again.
+        R 0 config set slot-affinity-group-slots 64
+        R 0 config set slot-affinity yes
+        sg_settled 0
+        assert_equal 4096 [dict get [R 0 cluster slotblocks 4100] arena]
+        mg_assert_slotalloc_sound 0
+    }
+
+    # The same change with slot-affinity yes: the background cycle moves
+    # the keys of the slots that left each group's arena, but the arena
+    # stays marked as holding leftovers until it empties, and with groups
+    # of 1 no arena id is free to isolate its first slot. The migration
+    # (and CLUSTER SLOTBLOCKS) then finds, by a walk of the slot's keys,
+    # that the arena holds nothing else any more.
+    test {Slot groups: after a change to groups of 1, a group's first slot still moves} {
+        set lead [mg_keys_in $gkeys [mg_slotset {4096}]]
+        assert {[llength $lead] > 0}
+        R 0 config set slot-affinity-group-slots 1
+        sg_settled 0
+        sg_in_blocks 0 {4096-4159}
+        assert_equal 4097 [dict get [R 0 cluster slotblocks 4097] arena]
+        mg_migrate_checked 0 1 {4096} [mg_snapshot 0 $lead]
+        mg_wait_converged
+        mg_migrate_checked 1 0 {4096} [mg_snapshot 1 $lead]
+        mg_wait_converged
+        # Another group's first slot, seen by CLUSTER SLOTBLOCKS.
+        assert {[R 0 cluster countkeysinslot 4160] > 0}
+        assert_equal {4160 1 0} [lmap f {arena arena_slots arena_mixed} {
+            dict get [R 0 cluster slotblocks 4160] $f
+        }]
+        mg_assert_slotalloc_sound 0
+        R 0 config set slot-affinity-group-slots 64
+        sg_settled 0
+        assert_equal 4096 [dict get [R 0 cluster slotblocks 4100] arena]
     }
 
     test {Slot groups: bad values are refused and change nothing} {
