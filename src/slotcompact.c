@@ -2392,6 +2392,15 @@ static int slotBlocksKey(dictEntry *de, int slot, size_t *bytes, size_t *in_bloc
 }
 #endif
 
+/* A value object held elsewhere too (not a shared integer, which lies in
+ * no block): a walk of two keys holding it would count it twice, and a
+ * leftover of the same size could hide behind the extra count. */
+static int slotCompactValueShared(dictEntry *de) {
+    robj *o = dictGetVal(de);
+
+    return o->refcount != 1 && o->refcount != OBJ_SHARED_REFCOUNT;
+}
+
 /* A mixed arena (slots mapped away from it while it held allocations: see
  * slotalloc.c, "Slot groups") whose only slot is 'slot', and whose every
  * live allocation is one the walk of the slot's keys found in it
@@ -2420,8 +2429,10 @@ static int slotCompactUnmixByWalk(int slot) {
     slotAllocSlotStat now;
 
     for (dictEntry *de = slotCompactFirstInSlot(slot); de != NULL;
-         de = slotCompactNextInSlot(de))
+         de = slotCompactNextInSlot(de)) {
+        if (slotCompactValueShared(de)) return 0;
         slotBlocksKey(de, slot, &bytes, &bytes_in, &allocs_in);
+    }
     slotAllocSlotStats(slot, &now);
     return slotCompactUnmix(slot, &now, allocs_in, bytes_in);
 #else
@@ -2462,6 +2473,7 @@ void slotBlocksCommand(client *c) {
     long long slot;
     slotAllocSlotStat st;
     size_t keys = 0, keys_in = 0, bytes = 0, bytes_in = 0, allocs_in = 0;
+    int shared = 0;
 
     if (getLongLongFromObject(c->argv[2], &slot) != C_OK ||
         slot < 0 || slot >= CLUSTER_SLOTS)
@@ -2475,6 +2487,7 @@ void slotBlocksCommand(client *c) {
 #ifdef HAVE_DEFRAG
         keys_in += slotBlocksKey(de, (int)slot, &bytes, &bytes_in, &allocs_in);
 #endif
+        shared |= slotCompactValueShared(de);
     }
     memset(&st, 0, sizeof(st));
     st.arena = (int)slot;
@@ -2485,7 +2498,7 @@ void slotBlocksCommand(client *c) {
      * arena_mixed: it may hold leftovers of slots mapped away from it
      * (then a migration isolates its slots rather than ship it whole);
      * a slot alone in it whose keys are all it holds clears it. */
-    if (sc.initialized && slotCompactUnmix((int)slot, &st, allocs_in, bytes_in))
+    if (sc.initialized && !shared && slotCompactUnmix((int)slot, &st, allocs_in, bytes_in))
         st.arena_mixed = 0;
     addReplyMapLen(c, 9);
     addReplyBulkCString(c, "blocks");
