@@ -446,6 +446,24 @@ static int migDonorKeepManifests(migSession *s) {
     return 0;
 }
 
+/* The slots a donor does not serve, holding no key and importing none:
+ * no write reaches them here, so an arena they share only with moving
+ * slots moves whole (slotCompactWholeArenas). That is a group the
+ * cluster's own layout splits: 3 masters own 0-5460, 5461-10922 and
+ * 10923-16383, and a donor giving all of its part of such a group no
+ * longer relocates its keys into an arena of their own first. Should one
+ * of them be assigned here and written meanwhile: before the pins the
+ * migration fails at migDonorFormUnits (try again); after, the pinned
+ * arena takes no new allocation, and the delete keeps the blocks of an
+ * arena a slot of which holds a key (slotCompactRetireUnit). */
+static void migDonorIdleSlots(migSession *s, unsigned char *idle) {
+    memset(idle, 0, CLUSTER_SLOTS / 8);
+    for (int t = 0; t < CLUSTER_SLOTS; t++)
+        if (!migSlotIsSet(s->bitmap, t) && server.cluster->slots[t] != server.cluster->myself &&
+            server.cluster->importing_slots_from[t] == NULL && countKeysInSlot(t) == 0)
+            idle[t >> 3] |= 1 << (t & 7);
+}
+
 /* Prepare, once the slots are frozen and their manifests built: the
  * slots that share an arena form a unit, led by its first slot in
  * s->slots (slot order), which ships the arena's blocks for all of them
@@ -454,11 +472,12 @@ static int migDonorKeepManifests(migSession *s) {
  * a slot that stays (the map changed before the pins: CONFIG SET) fails
  * the migration rather than ship another slot's keys. 0, or -1. */
 static int migDonorFormUnits(migSession *s) {
-    unsigned char whole[CLUSTER_SLOTS / 8];
+    unsigned char whole[CLUSTER_SLOTS / 8], idle[CLUSTER_SLOTS / 8];
     int *last = zmalloc(sizeof(int) * CLUSTER_SLOTS);   /* By arena id. */
 
     for (int a = 0; a < CLUSTER_SLOTS; a++) last[a] = -1;
-    slotCompactWholeArenas(s->bitmap, whole);
+    migDonorIdleSlots(s, idle);
+    slotCompactWholeArenas(s->bitmap, idle, whole);
     for (int i = 0; i < s->nmig; i++) {
         migSlot *ms = &s->slots[i];
         int arena = slotAllocSlotArena(ms->slot);
@@ -506,7 +525,7 @@ static int migDonorFormUnits(migSession *s) {
  * timer event, 0 when done, -1 on failure. */
 #define MIG_PREPARE_UNFROZEN_MS 2000    /* Then go on even if not done. */
 static int migDonorPrepareStep(migSession *s) {
-    unsigned char whole[CLUSTER_SLOTS / 8];
+    unsigned char whole[CLUSTER_SLOTS / 8], idle[CLUSTER_SLOTS / 8];
 
     switch (s->stage) {
     case 0:
@@ -516,7 +535,8 @@ static int migDonorPrepareStep(migSession *s) {
          * slot-affinity no nothing is in blocks and nothing relocates in
          * the background: ask for every slot with keys, and relocate it
          * here, in slices (big values from a cursor). */
-        slotCompactWholeArenas(s->bitmap, whole);
+        migDonorIdleSlots(s, idle);
+        slotCompactWholeArenas(s->bitmap, idle, whole);
         for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
             if (!migSlotIsSet(s->bitmap, slot)) continue;
             /* A slot sharing its arena with slots that stay gets one of its

@@ -542,8 +542,9 @@ int migUnitUnlinked(migSession *s, migSlot *ms) {
  * data, which background compaction may move into the slot's blocks. Then
  * the blocks stay, with the unlinked keys' memory in them (logged). The
  * blocks are its arena's: shared with the other slots of its unit (slot
- * groups), they go only once none of the slots sharing them holds a key,
- * all of them slots of the migration (s->bitmap). */
+ * groups), they go only once none of the slots sharing them holds a key
+ * (the migration's, and a donor's slots of the group that another node
+ * serves: migDonorIdleSlots). */
 void migReleaseBulkSlot(migSession *s, int slot) {
     if (countKeysInSlot(slot) == 0) {
         slotCompactRetireUnit(slot, s->bitmap);

@@ -127,7 +127,8 @@ typedef struct migSlot {
                                      * steps). */
     /* Both: the blocks (donor addresses; recipient: local copies too).
      * Slots that share an arena and move whole (a unit: slot groups,
-     * slotCompactWholeArenas) ship it once: the unit's first slot with
+     * slotCompactWholeArenas; the arena's other slots, if any, served by
+     * another node and empty here) ship it once: the unit's first slot with
      * keys, its lead, carries every block of the arena; the other slots,
      * its members, have no block (nblocks 0) and manifests in the lead's
      * blocks. lead: index in s->slots of the slot's lead (its own for a

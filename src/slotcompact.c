@@ -331,8 +331,10 @@ void slotCompactRegroup(int slot) {
 }
 
 /* See slotcompact.h. One pass over the slots: how many of the migration's
- * slots map to each arena, against how many slots map to it at all. */
-int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole) {
+ * slots (and idle ones) map to each arena, against how many slots map to
+ * it at all. */
+int slotCompactWholeArenas(const unsigned char *bitmap, const unsigned char *idle,
+                           unsigned char *whole) {
     uint16_t *moving;
     int n = 0;
 
@@ -340,7 +342,9 @@ int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole) {
     if (!sc.initialized) return 0;
     moving = zcalloc(sizeof(uint16_t) * CLUSTER_SLOTS);
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++)
-        if ((bitmap[slot >> 3] >> (slot & 7)) & 1) moving[slotAllocSlotArena(slot)]++;
+        if (((bitmap[slot >> 3] >> (slot & 7)) & 1) ||
+            (idle && ((idle[slot >> 3] >> (slot & 7)) & 1)))
+            moving[slotAllocSlotArena(slot)]++;
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         int arena, mixed;
         if (!((bitmap[slot >> 3] >> (slot & 7)) & 1)) continue;
@@ -1009,13 +1013,14 @@ int slotCompactValueInSlot(robj *o, int slot) {
     }
 }
 
-/* Whether every slot mapping to arena is in unit (a bitmap) and holds no
- * key: then nothing but what the caller let go of can lie in the arena. */
+/* Whether no slot mapping to arena holds a key, the slots of unit (a
+ * bitmap: those the caller let go of) nor the others (a donor's slots of
+ * the group it does not serve, idle in slotCompactWholeArenas): then
+ * nothing but what the caller let go of can lie in the arena. */
 static int slotCompactUnitOwnsArena(int arena, const unsigned char *unit) {
-    for (int t = 0; t < CLUSTER_SLOTS; t++) {
-        if (slotAllocSlotArena(t) != arena) continue;
-        if (!((unit[t >> 3] >> (t & 7)) & 1) || countKeysInSlot(t)) return 0;
-    }
+    UNUSED(unit);
+    for (int t = 0; t < CLUSTER_SLOTS; t++)
+        if (slotAllocSlotArena(t) == arena && countKeysInSlot(t)) return 0;
     return 1;
 }
 

@@ -97,14 +97,17 @@ int slotCompactIsPinned(int slot);
 int slotCompactIsolate(int slot, const char **why);
 void slotCompactRegroup(int slot);
 /* A migration of the slots in bitmap may ship an arena whole, without
- * isolating its slots, when every slot mapping to it moves and it holds
- * nobody else's leftovers (not mixed). WholeArenas sets in whole (a
- * bitmap of CLUSTER_SLOTS bits) the slots of bitmap whose arena is such a
- * unit, one of its own included, and returns how many. Unite (recipient)
+ * isolating its slots, when every slot mapping to it moves or is idle (in
+ * idle, NULL for none: slots the caller vouches hold no key and can get
+ * none, a donor's slots that another node serves) and it holds nobody
+ * else's leftovers (not mixed). WholeArenas sets in whole (a bitmap of
+ * CLUSTER_SLOTS bits) the slots of bitmap whose arena is such a unit, one
+ * of its own included, and returns how many. Unite (recipient)
  * maps the n slots of a unit an import receives to one arena free of
  * anything else, before their blocks are reserved: the arena's id, or -1
  * if no id is free. */
-int slotCompactWholeArenas(const unsigned char *bitmap, unsigned char *whole);
+int slotCompactWholeArenas(const unsigned char *bitmap, const unsigned char *idle,
+                           unsigned char *whole);
 int slotCompactUnite(const int *slots, int n);
 /* Everything key de owns (what CLUSTER SLOTBLOCKS counts) lies in slot's
  * blocks, its value held by no one else: unlinking it and releasing the

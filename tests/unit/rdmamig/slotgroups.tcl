@@ -12,7 +12,8 @@
 #    relocated, the donor's other slots of the split groups untouched, the
 #    moved slots back in their groups' arenas on the recipient;
 # 4. a migration of whole groups ships their arenas as they are: nothing
-#    relocated on either node, every key identical, and back;
+#    relocated on either node, every key identical, and back; so does the
+#    part of a group a donor serves, the rest served elsewhere;
 # 5. a write to an empty slot of a group in transfer reaches the
 #    recipient;
 # 6. keys left in a group's arena by a change of groups that slot-affinity
@@ -191,6 +192,40 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         sg_settled 1
         sg_in_blocks 1 $ranges
         mg_migrate_checked 1 0 $ranges [mg_snapshot 1 $gkeys]
+        assert_equal 0 [mg_info 1 migration_last_relocated_keys]
+        mg_wait_converged
+        mg_cluster_check 0
+    }
+
+    # A group the cluster's layout splits (3 masters own 0-5460,
+    # 5461-10922, 10923-16383; here half of a group moved away first)
+    # leaves, on the node keeping the rest, slots it does not serve: with
+    # no key, and none to come, they do not keep the rest from moving as
+    # its arena, whole, with nothing relocated (migDonorIdleSlots).
+    test {Slot groups: the part of a group a donor serves moves whole} {
+        set ranges {4224-4287}
+        set hkeys [mg_keys_in $keys [mg_slotset $ranges]]
+        lappend hkeys {*}[mg_fill 0 sgh 300 [mg_slotset $ranges]]
+        sg_settled 0
+        mg_migrate_checked 0 1 {4224-4255} [mg_snapshot 0 [mg_keys_in $hkeys [mg_slotset {4224-4255}]]]
+        mg_wait_converged
+        assert {[mg_info 0 migration_last_relocated_keys] > 0}
+        set rest [mg_keys_in $hkeys [mg_slotset {4256-4287}]]
+        sg_settled 0
+        sg_in_blocks 0 {4256-4287}
+        assert_equal {4224 64 0} [lmap f {arena arena_slots arena_mixed} {
+            dict get [R 0 cluster slotblocks 4224] $f
+        }]
+        mg_migrate_checked 0 1 {4256-4287} [mg_snapshot 0 $rest]
+        assert_equal 0 [mg_info 0 migration_last_relocated_keys]
+        # The arena went wholesale.
+        assert_equal 0 [dict get [R 0 cluster slotblocks 4256] blocks]
+        mg_assert_slotalloc_sound 0
+        mg_wait_converged
+        # And back as one group: node 1 serves all of it now.
+        sg_settled 1
+        sg_in_blocks 1 $ranges
+        mg_migrate_checked 1 0 $ranges [mg_snapshot 1 $hkeys]
         assert_equal 0 [mg_info 1 migration_last_relocated_keys]
         mg_wait_converged
         mg_cluster_check 0
