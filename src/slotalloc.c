@@ -1341,7 +1341,7 @@ int slotAllocArenaLeft(int id, uint16_t *out, int max) {
 }
 
 /* The placement layer walked every key of the arena's only slot and found
- * every live allocation of the arena among them (slotCompactIsolate): no
+ * every live allocation of the arena among them (slotCompactUnmix): no
  * slot that left it has anything in it any more, though neither did it
  * empty nor did they come back. */
 void slotAllocArenaUnmix(int id) {

@@ -223,8 +223,7 @@ static void slotCompactHeldRun(int may_free);
 static size_t slotCompactDropArena(int slot, int retire);
 static void slotCompactReset(void);
 static void slotCompactSetPinned(int slot, int on);
-static int slotCompactUnmix(int slot, const slotAllocSlotStat *st, size_t allocs_in,
-                            size_t bytes_in);
+static int slotCompactUnmix(const slotAllocSlotStat *st, size_t allocs_in, size_t bytes_in);
 static int slotCompactUnmixByWalk(int slot);
 
 static int slotCompactIsRequested(int slot) {
@@ -668,7 +667,7 @@ static void slotCompactMarkLeftDirty(int arena) {
 static void slotCompactEvacuateCron(void) {
     if (server.slot_affinity || server.slot_affinity_cpu == 0) return;
     for (int n = 0; n < SLOTCOMPACT_SPARSE_SCAN; n++) {
-        int slot = sc.evac_cursor;
+        int slot = sc.evac_cursor, arena = slotAllocSlotArena(slot);
         slotAllocSlotStat st;
 
         sc.evac_cursor = (sc.evac_cursor + 1) % CLUSTER_SLOTS;
@@ -681,7 +680,9 @@ static void slotCompactEvacuateCron(void) {
             sc.evac_left_live[slot] = st.live_allocs;
             slotCompactMarkLeftDirty(slot);
         }
-        if (slotAllocSlotStats(slot, &st) != 0) continue;
+        /* Then the slot's own arena: the same one unless it was mapped
+         * elsewhere (a group, an isolation). */
+        if (arena != slot && slotAllocArenaStats(arena, &st) != 0) continue;
         if (st.live_allocs == 0) {
             sc.evac_live[slot] = 0;
             continue;
@@ -1013,12 +1014,11 @@ int slotCompactValueInSlot(robj *o, int slot) {
     }
 }
 
-/* Whether no slot mapping to arena holds a key, the slots of unit (a
- * bitmap: those the caller let go of) nor the others (a donor's slots of
- * the group it does not serve, idle in slotCompactWholeArenas): then
- * nothing but what the caller let go of can lie in the arena. */
-static int slotCompactUnitOwnsArena(int arena, const unsigned char *unit) {
-    UNUSED(unit);
+/* Whether no slot mapping to arena holds a key: neither the slots of the
+ * unit the caller let go of nor the others (a donor's slots of the group it
+ * does not serve, idle in slotCompactWholeArenas). Then nothing but what
+ * the caller let go of can lie in the arena. */
+static int slotCompactArenaKeyless(int arena) {
     for (int t = 0; t < CLUSTER_SLOTS; t++)
         if (slotAllocSlotArena(t) == arena && countKeysInSlot(t)) return 0;
     return 1;
@@ -1048,7 +1048,7 @@ static size_t slotCompactDropSlot(int slot, int retire, const unsigned char *uni
      * the blocks stay. */
     slotAllocSlotStats(slot, &st);
     if (st.live_allocs && (st.arena_mixed || (st.arena_slots > 1 &&
-        (unit == NULL || !slotCompactUnitOwnsArena(st.arena, unit))))) {
+        (unit == NULL || !slotCompactArenaKeyless(st.arena))))) {
         serverLog(LL_WARNING, "slot-affinity: slot %d's arena %d holds other "
                   "slots' keys too: its blocks stay", slot, st.arena);
         return 0;
@@ -2406,20 +2406,18 @@ static int slotCompactValueShared(dictEntry *de) {
     return o->refcount != 1 && o->refcount != OBJ_SHARED_REFCOUNT;
 }
 
-/* A mixed arena (slots mapped away from it while it held allocations: see
- * slotalloc.c, "Slot groups") whose only slot is 'slot', and whose every
- * live allocation is one the walk of the slot's keys found in it
- * (allocs_in, bytes_in, with st taken after that walk): nothing of the
- * slots that left is in it any more, so it is the slot's alone. The
- * lazyfree thread only frees, and nothing else allocates meanwhile (main
- * thread), so equal counts leave no room for a leftover; anything the walk
- * cannot reach (a key being freed lazily, a shared value counted twice, a
- * detached block) keeps it mixed, to be asked again. Returns 1 if it
- * unmixed the arena. */
-static int slotCompactUnmix(int slot, const slotAllocSlotStat *st, size_t allocs_in,
-                            size_t bytes_in) {
+/* st: a slot's stats, read after a walk of its keys found allocs_in
+ * allocations (bytes_in bytes) in its arena. If that arena is mixed
+ * (slots mapped away from it while it held allocations: slotalloc.c,
+ * "Slot groups"), the slot is its only one and every live allocation of it
+ * is one the walk found, nothing of the slots that left is in it any more:
+ * it is the slot's alone. The lazyfree thread only frees, and nothing else
+ * allocates meanwhile (main thread), so equal counts leave no room for a
+ * leftover; anything the walk cannot reach (a key being freed lazily, a
+ * shared value counted twice, a detached block) keeps it mixed, to be
+ * asked again. Returns 1 if it unmixed the arena. */
+static int slotCompactUnmix(const slotAllocSlotStat *st, size_t allocs_in, size_t bytes_in) {
     if (!st->arena_mixed || st->arena_slots > 1 || st->detached_blocks ||
-        st->arena != slotAllocSlotArena(slot) ||
         allocs_in != st->live_allocs || bytes_in != st->used_bytes) return 0;
     slotAllocArenaUnmix(st->arena);
     return 1;
@@ -2439,7 +2437,7 @@ static int slotCompactUnmixByWalk(int slot) {
         slotBlocksKey(de, slot, &bytes, &bytes_in, &allocs_in);
     }
     slotAllocSlotStats(slot, &now);
-    return slotCompactUnmix(slot, &now, allocs_in, bytes_in);
+    return slotCompactUnmix(&now, allocs_in, bytes_in);
 #else
     UNUSED(slot);
     return 0;
@@ -2453,9 +2451,7 @@ static int slotCompactUnmixByWalk(int slot) {
  * reference. */
 int slotCompactKeyInBlocks(dictEntry *de, int slot) {
 #ifdef HAVE_DEFRAG
-    robj *o = dictGetVal(de);
-
-    if (!sc.initialized || (o->refcount != 1 && o->refcount != OBJ_SHARED_REFCOUNT)) return 0;
+    if (!sc.initialized || slotCompactValueShared(de)) return 0;
     if ((sc.count_arena = slotAllocSlotArena(slot)) < 0) return 0;
     return slotCompactWalkKey(de, slot, slotCompactIsIn);
 #else
@@ -2503,7 +2499,7 @@ void slotBlocksCommand(client *c) {
      * arena_mixed: it may hold leftovers of slots mapped away from it
      * (then a migration isolates its slots rather than ship it whole);
      * a slot alone in it whose keys are all it holds clears it. */
-    if (sc.initialized && !shared && slotCompactUnmix((int)slot, &st, allocs_in, bytes_in))
+    if (sc.initialized && !shared && slotCompactUnmix(&st, allocs_in, bytes_in))
         st.arena_mixed = 0;
     addReplyMapLen(c, 9);
     addReplyBulkCString(c, "blocks");
