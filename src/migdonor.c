@@ -452,10 +452,10 @@ static int migDonorKeepManifests(migSession *s) {
  * cluster's own layout splits: 3 masters own 0-5460, 5461-10922 and
  * 10923-16383, and a donor giving all of its part of such a group no
  * longer relocates its keys into an arena of their own first. Should one
- * of them be assigned here and written meanwhile: before the pins the
- * migration fails at migDonorFormUnits (try again); after, the pinned
- * arena takes no new allocation, and the delete keeps the blocks of an
- * arena a slot of which holds a key (slotCompactRetireUnit). */
+ * of them be assigned here and written meanwhile: before the units form,
+ * the migration fails at migDonorFormUnits (try again); after, the pinned
+ * arena takes none of its keys (slotCompactSetPinned), and the delete
+ * lets the blocks go once a walk finds none there (slotCompactRetireUnit). */
 static void migDonorIdleSlots(migSession *s, unsigned char *idle) {
     memset(idle, 0, CLUSTER_SLOTS / 8);
     for (int t = 0; t < CLUSTER_SLOTS; t++)

@@ -543,8 +543,8 @@ int migUnitUnlinked(migSession *s, migSlot *ms) {
  * the blocks stay, with the unlinked keys' memory in them (logged). The
  * blocks are its arena's: shared with the other slots of its unit (slot
  * groups), they go only once none of the slots sharing them holds a key
- * (the migration's, and a donor's slots of the group that another node
- * serves: migDonorIdleSlots). */
+ * in them (the migration's, and a donor's slots of the group that another
+ * node serves: migDonorIdleSlots). */
 void migReleaseBulkSlot(migSession *s, int slot) {
     if (countKeysInSlot(slot) == 0) {
         slotCompactRetireUnit(slot, s->bitmap);

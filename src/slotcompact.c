@@ -171,6 +171,11 @@ static struct {
     unsigned char pinned[CLUSTER_SLOTS / 8]; /* Slots nothing may move. */
     int16_t pinned_arena[CLUSTER_SLOTS];   /* A pinned slot's arena, */
     uint16_t arena_pins[CLUSTER_SLOTS];    /* and each arena's pinned slots. */
+    unsigned char pin_skipped[CLUSTER_SLOTS / 8]; /* Unpinned slots whose keys
+                                     * stayed out of their pinned arena, to
+                                     * visit once it is unpinned. */
+    int npin_skipped;
+    int force_pinned;               /* slotCompactKeyNow: into a pinned arena. */
     unsigned char requested[CLUSTER_SLOTS / 8]; /* Asked for by a migration
                                      * (slotCompactRequest), until unpinned:
                                      * never evacuated meanwhile. */
@@ -223,8 +228,11 @@ static void slotCompactHeldRun(int may_free);
 static size_t slotCompactDropArena(int slot, int retire);
 static void slotCompactReset(void);
 static void slotCompactSetPinned(int slot, int on);
+static void slotCompactSkipPinned(int slot);
+static void slotCompactRevisitSkipped(void);
 static int slotCompactUnmix(const slotAllocSlotStat *st, size_t allocs_in, size_t bytes_in);
 static int slotCompactUnmixByWalk(int slot);
+static int slotCompactSlotInArena(int slot);
 
 static int slotCompactIsRequested(int slot) {
     return (sc.requested[slot >> 3] >> (slot & 7)) & 1;
@@ -1014,13 +1022,17 @@ int slotCompactValueInSlot(robj *o, int slot) {
     }
 }
 
-/* Whether no slot mapping to arena holds a key: neither the slots of the
- * unit the caller let go of nor the others (a donor's slots of the group it
- * does not serve, idle in slotCompactWholeArenas). Then nothing but what
- * the caller let go of can lie in the arena. */
-static int slotCompactArenaKeyless(int arena) {
-    for (int t = 0; t < CLUSTER_SLOTS; t++)
-        if (slotAllocSlotArena(t) == arena && countKeysInSlot(t)) return 0;
+/* Whether nothing but what the caller let go of lies in arena: no slot of
+ * the unit holds a key, and no other slot mapping to it (a donor's slot of
+ * the group another node served, idle in slotCompactWholeArenas) holds one
+ * in the arena. Such a slot holds keys only if an operator assigned it
+ * here during the migration; the pinned arena took none of them
+ * (slotCompactSetPinned), which the walk of their keys confirms. */
+static int slotCompactArenaOnlyUnit(int arena, const unsigned char *unit) {
+    for (int t = 0; t < CLUSTER_SLOTS; t++) {
+        if (slotAllocSlotArena(t) != arena || countKeysInSlot(t) == 0) continue;
+        if (((unit[t >> 3] >> (t & 7)) & 1) || slotCompactSlotInArena(t)) return 0;
+    }
     return 1;
 }
 
@@ -1048,7 +1060,7 @@ static size_t slotCompactDropSlot(int slot, int retire, const unsigned char *uni
      * the blocks stay. */
     slotAllocSlotStats(slot, &st);
     if (st.live_allocs && (st.arena_mixed || (st.arena_slots > 1 &&
-        (unit == NULL || !slotCompactArenaKeyless(st.arena))))) {
+        (unit == NULL || !slotCompactArenaOnlyUnit(st.arena, unit))))) {
         serverLog(LL_WARNING, "slot-affinity: slot %d's arena %d holds other "
                   "slots' keys too: its blocks stay", slot, st.arena);
         return 0;
@@ -1076,7 +1088,7 @@ size_t slotCompactRetireSlot(int slot) {
 
 /* slotCompactRetireSlot() for a slot whose arena a migration moved whole
  * with the other slots of unit (slotCompactWholeArenas): allowed once no
- * slot sharing the arena holds a key. */
+ * slot sharing the arena holds a key in it (slotCompactArenaOnlyUnit). */
 size_t slotCompactRetireUnit(int slot, const unsigned char *unit) {
     return slotCompactDropSlot(slot, 1, unit);
 }
@@ -1143,12 +1155,18 @@ static void *slotCompactCopy(void *ptr, int slot) {
 /* activeDefragAlloc() target while slot sc.target_slot is compacted: same
  * contract (NULL: not moved; otherwise the new copy, the old one freed).
  * Allocations already in the slot's blocks stay; when the slot's arena has
- * no room the allocation stays too. */
+ * no room the allocation stays too, and so it does when a migration pinned
+ * the arena through another slot of it (a donor's idle slot of a group
+ * moving whole, written meanwhile: see slotCompactSetPinned). */
 static void *slotCompactMove(void *ptr) {
     int arena = slotAllocSlotArena(sc.target_slot);
 
     if (arena >= 0 && slotAllocArenaOf(ptr) == arena && !slotAllocIsDraining(ptr))
         return NULL;
+    if (slotCompactArenaPinned(arena) && !sc.force_pinned) {
+        slotCompactSkipPinned(sc.target_slot);
+        return NULL;
+    }
     return slotCompactCopy(ptr, sc.target_slot);
 }
 
@@ -1415,10 +1433,10 @@ static long long slotCompactSlotNow(int slot) {
     return keys;
 }
 
-/* Relocate one key now, big values included, even in a pinned slot: a
- * migration's manifest meets a key that background compaction has not
- * visited yet (main thread, writes to the slot frozen). Returns 1 if
- * anything moved. */
+/* Relocate one key now, big values included, even in a pinned slot (and
+ * into its arena, which the unit's other slots keep pinned): a migration's
+ * manifest meets a key that background compaction has not visited yet
+ * (main thread, writes to the slot frozen). Returns 1 if anything moved. */
 int slotCompactKeyNow(dictEntry *de) {
     sds key = dictGetKey(de);
     int slot = (int)keyHashSlot(key, (int)sdslen(key));
@@ -1427,9 +1445,11 @@ int slotCompactKeyNow(dictEntry *de) {
     if (!slotCompactRunning()) return 0;
     /* Unpinned for the walk only (the slot stays requested). */
     slotCompactSetPinned(slot, 0);
+    sc.force_pinned = 1;
     slotCompactBegin(slot, slotCompactMove, 1);
     moved = slotCompactKey(de);
     slotCompactEnd();
+    sc.force_pinned = 0;
     slotCompactSetPinned(slot, pinned);
     return moved;
 }
@@ -1885,10 +1905,14 @@ void slotCompactVisitFirst(int slot) {
 }
 
 /* A pinned slot also pins its arena, which the slots of its group share
- * (slotalloc.c, "Slot groups"): a write to any of them may not allocate
- * in, or move, the blocks being read. The arena is remembered per slot, so
- * that unpinning releases the one pinned even if the slot was mapped to
- * another arena meanwhile. */
+ * (slotalloc.c, "Slot groups"): a write to any of them may not allocate in,
+ * or move, the blocks being read, nor may the background cycle relocate a
+ * key into them (slotCompactMove). That keeps the arena holding only the
+ * migration's keys when it moves whole with a donor's idle slots
+ * (migDonorIdleSlots) and one of those is assigned back and written: the
+ * delete may still let the blocks go (slotCompactDropSlot). The arena is
+ * remembered per slot, so that unpinning releases the one pinned even if
+ * the slot was mapped to another arena meanwhile. */
 static void slotCompactSetPinned(int slot, int on) {
     if (on == slotCompactIsPinned(slot)) return;
     if (on) {
@@ -1899,7 +1923,29 @@ static void slotCompactSetPinned(int slot, int on) {
     } else {
         int arena = sc.pinned_arena[slot];
         sc.pinned[slot >> 3] &= ~(1 << (slot & 7));
-        if (arena >= 0) sc.arena_pins[arena]--;
+        if (arena >= 0 && --sc.arena_pins[arena] == 0 && sc.npin_skipped)
+            slotCompactRevisitSkipped();
+    }
+}
+
+/* A slot whose keys stayed out of its pinned arena (slotCompactMove). */
+static void slotCompactSkipPinned(int slot) {
+    if ((sc.pin_skipped[slot >> 3] >> (slot & 7)) & 1) return;
+    sc.pin_skipped[slot >> 3] |= 1 << (slot & 7);
+    sc.npin_skipped++;
+}
+
+/* An arena was unpinned: the slots skipped while theirs was pinned are
+ * visited again (rare: an operator's assignment during a migration). */
+static void slotCompactRevisitSkipped(void) {
+    for (int t = 0; t < CLUSTER_SLOTS && sc.npin_skipped; t++) {
+        if (!((sc.pin_skipped[t >> 3] >> (t & 7)) & 1) ||
+            slotCompactArenaPinned(slotAllocSlotArena(t))) continue;
+        sc.pin_skipped[t >> 3] &= ~(1 << (t & 7));
+        sc.npin_skipped--;
+#ifdef HAVE_DEFRAG
+        if (countKeysInSlot(t)) slotCompactMarkDirty(t, 0);
+#endif
     }
 }
 
@@ -2441,6 +2487,22 @@ static int slotCompactUnmixByWalk(int slot) {
 #else
     UNUSED(slot);
     return 0;
+#endif
+}
+
+/* Whether any allocation of a key of slot lies in the slot's arena (a walk
+ * of its keys; slotCompactArenaOnlyUnit). 1 when it cannot tell. */
+static int slotCompactSlotInArena(int slot) {
+#ifdef HAVE_DEFRAG
+    size_t bytes = 0, bytes_in = 0, allocs_in = 0;
+
+    for (dictEntry *de = slotCompactFirstInSlot(slot); de != NULL && allocs_in == 0;
+         de = slotCompactNextInSlot(de))
+        slotBlocksKey(de, slot, &bytes, &bytes_in, &allocs_in);
+    return allocs_in != 0;
+#else
+    UNUSED(slot);
+    return 1;
 #endif
 }
 

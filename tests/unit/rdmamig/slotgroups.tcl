@@ -13,7 +13,10 @@
 #    moved slots back in their groups' arenas on the recipient;
 # 4. a migration of whole groups ships their arenas as they are: nothing
 #    relocated on either node, every key identical, and back; so does the
-#    part of a group a donor serves, the rest served elsewhere;
+#    part of a group a donor serves, the rest served elsewhere, and one of
+#    those other slots assigned to the donor and written mid-migration
+#    keeps its keys (the migration fails before the pins, or keeps the
+#    blocks at the delete after);
 # 5. a write to an empty slot of a group in transfer reaches the
 #    recipient;
 # 6. keys left in a group's arena by a change of groups that slot-affinity
@@ -229,6 +232,92 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         assert_equal 0 [mg_info 1 migration_last_relocated_keys]
         mg_wait_converged
         mg_cluster_check 0
+    }
+
+    # The other side of that: an operator assigns one of those idle slots
+    # back to the donor while the rest of its group is moving, and a client
+    # writes it there. Held at the watch (the prepare, after the pins), the
+    # group no longer moves whole: the migration fails, "try again", and
+    # the next one isolates the moving slots. Held at the transfer or the
+    # delete (the units formed), the pinned arena takes no new allocation
+    # and the delete keeps the blocks of an arena a slot of which holds a
+    # key. Either way every key is where it belongs, unchanged, and the
+    # written slot then moves like any other, and back.
+    foreach {phase group} {watch 4352 transfer 4416 delete 4480} {
+        test "Slot groups: an idle slot of a group moving whole, assigned to the donor and written in $phase, keeps its keys" {
+            set mid [expr {$group + 31}]
+            set first "$group-$mid"
+            set second "[expr {$mid + 1}]-[expr {$group + 63}]"
+            set gk [mg_keys_in $keys [mg_slotset "$group-[expr {$group + 63}]"]]
+            # The first half's last 4 slots get no new key, so that one of
+            # them is empty on node 1.
+            lappend gk {*}[mg_fill 0 sgo$group 200 [mg_slotset "$group-[expr {$mid - 4}] $second"]]
+            set fk [mg_keys_in $gk [mg_slotset $first]]
+            mg_migrate_checked 0 1 $first [mg_snapshot 0 $fk]
+            mg_wait_converged
+            set x [lsearch -inline -not [lmap s [mg_expand $first] {
+                expr {[R 1 cluster countkeysinslot $s] ? {} : $s}
+            }] {}]
+            assert {$x ne {}}
+            set rest [mg_keys_in $gk [mg_slotset $second]]
+            sg_settled 0
+            sg_in_blocks 0 $second
+            set snap [mg_snapshot 0 $rest]
+            set id0 [R 0 cluster myid]
+            if {$phase eq {watch}} {
+                # The watch is a stage of the prepare, told by the log.
+                set from [count_log_lines 0]
+                mg_delay_reset 0
+                mg_delay 0 watch 1500
+                set rd [mg_migrate_deferred 0 1 $second]
+                wait_for_log_messages 0 {"*migration-test-delay-watch: the manifests of*"} $from 1000 10
+            } else {
+                set rd [mg_start_held $second $phase 1500]
+            }
+            R 1 cluster setslot $x node $id0
+            R 0 cluster setslot $x node $id0
+            set xk [mg_names sgx$group 3 [mg_slotset $x]]
+            assert_equal OK [R 0 set [lindex $xk 0] written]
+            mg_make_key 0 [lindex $xk 1] hashlp
+            mg_make_key 0 [lindex $xk 2] listbig
+            set xsnap [mg_snapshot 0 $xk]
+            if {$phase eq {watch}} {
+                mg_held_error $rd {shares arena .* with slots that do not move.*try again}
+                mg_assert_owner 0 $second
+                mg_assert_keys 0 $snap
+                mg_assert_slotalloc_sound 0
+                mg_wait_converged
+                # Tried again: the moving slots are isolated first.
+                mg_migrate_checked 0 1 $second $snap
+                assert {[mg_info 0 migration_last_relocated_keys] > 0}
+            } else {
+                mg_assert_reply [mg_deferred_reply $rd 0] 32 [llength $rest]
+                mg_assert_owner 1 $second
+                mg_assert_keys 1 $snap
+                mg_assert_absent 0 $rest
+            }
+            mg_assert_keys 0 $xsnap
+            assert_equal written [R 0 get [lindex $xk 0]]
+            assert_equal 3 [R 0 cluster countkeysinslot $x]
+            # Kept out of the pinned arena, the slot's keys go to its
+            # blocks once the migration is over.
+            wait_for_condition 100 100 {
+                [llength [sg_stragglers 0 [list $x]]] == 0
+            } else {
+                fail "slot $x: keys never placed: [sg_stragglers 0 [list $x]]"
+            }
+            mg_assert_slotalloc_sound 0
+            mg_assert_slotalloc_sound 1
+            mg_wait_converged
+            mg_assert_owner 0 $x
+            # The slot written moves like any other, and back.
+            sg_settled 0
+            mg_migrate_checked 0 1 $x $xsnap
+            mg_wait_converged
+            mg_migrate_checked 1 0 $x [mg_snapshot 1 $xk]
+            mg_wait_converged
+            mg_cluster_check 0
+        }
     }
 
     # An empty slot of a group that moves whole shares the arena being
