@@ -101,6 +101,22 @@ static int cliMigProtocolVersion(const cliMigNode *n) {
     return version;
 }
 
+/* See climigrate.h. INFO, not CONFIG GET: operators often rename CONFIG,
+ * and a node that cannot tell simply gives its first slots (upstream). */
+int cliMigGroupSlots(const cliMigNode *n) {
+    redisReply *r;
+    int group = 1;
+
+    if (n->ctx == NULL || n->ctx->err) return 1;
+    r = redisCommand(n->ctx, "INFO slotalloc");
+    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
+        const char *f = strstr(r->str, "slotalloc_group_slots:");
+        if (f) group = atoi(f + strlen("slotalloc_group_slots:"));
+    }
+    if (r) freeReplyObject(r);
+    return group > 0 ? group : 1;
+}
+
 /* Returns 1 if the node has RDMAMIGRATESLOTS (COMMAND INFO gives a
  * non-nil entry for it) and speaks this redis-cli's protocol version, 0
  * if not, or if it could not be asked (no connection, COMMAND refused):

@@ -43,6 +43,9 @@ typedef struct cliMigOptions {
 } cliMigOptions;
 
 int cliMigSupports(const cliMigNode *n);
+/* The slot group size a node places keys by (INFO slotalloc_group_slots;
+ * 1 if it has none or does not say): what cliPickSlots keeps whole. */
+int cliMigGroupSlots(const cliMigNode *n);
 int cliMigCheckNodes(const cliMigNode *nodes, int count, int transport);
 int cliMigMoveSlots(const cliMigNode *src, const cliMigNode *dst,
                     const int *slots, int nslots, const cliMigOptions *o);

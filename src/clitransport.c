@@ -43,6 +43,7 @@
 #include "clitransport.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -438,6 +439,107 @@ char *cliMigFormatSummary(const cliMigStats *s, const char *from,
 }
 
 /* ---------------------------------------------------------------------
+ * Which slots move
+ * ------------------------------------------------------------------ */
+
+/* dst |= src << k, over bitsets of 'words' 64-bit words (bits pushed past
+ * the last word are dropped). */
+static void cliBitsOrShifted(uint64_t *dst, const uint64_t *src, size_t words, int k) {
+    size_t ws = (size_t)k / 64;
+    int bs = k % 64;
+
+    for (size_t w = words; w-- > ws;) {
+        uint64_t v = src[w - ws] << bs;
+        if (bs && w > ws) v |= src[w - ws - 1] >> (64 - bs);
+        dst[w] |= v;
+    }
+}
+
+#define CLI_BIT(set, b) (((set)[(b) / 64] >> ((b) % 64)) & 1)
+
+/* Upstream's rebalance and reshard move the first 'count' slots a donor
+ * owns. A donor of this fork with slot-affinity keeps the keys of a group
+ * of 'group' aligned slots in one arena, and ships that arena whole when
+ * every slot of the group it serves moves; a move that splits its part of
+ * a group first relocates the moving slots' keys into an arena of their
+ * own (docs/DESIGN.md, "Slot groups"). So the choice here is made of
+ * whole parts (the donor's slots of one group), as many as sum to count,
+ * and splits one part only for what no sum of parts reaches. A subset sum
+ * over the parts (at most 1,024: group >= CLI_PICK_MIN_GROUP), taking the
+ * first parts that still allow the best sum, so that the slots stay as
+ * near upstream's first ones as the sums allow. The cluster's own layout
+ * (3 masters: 0-5460, 5461-10922, 10923-16383, groups of 256) gives the
+ * donors parts of 85 and 171 slots besides their whole groups: a quarter
+ * of each (1,365 or 1,366 slots) is then whole parts, nothing relocated.
+ * owned[s] is non-zero for the donor's slots. Writes the chosen slots,
+ * ascending, to out; returns how many (count, or what the donor owns if
+ * fewer), or -1 without memory (the caller takes the first slots). */
+int cliPickSlots(const unsigned char *owned, int group, int count, int *out) {
+    int ngroups, total = 0, best, need, split = -1, n = 0;
+    int *size;
+    unsigned char *take;
+    uint64_t *reach;
+    size_t words;
+
+    if (group < 1 || group > CLI_TRANSPORT_SLOTS || (group & (group - 1))) group = 1;
+    ngroups = CLI_TRANSPORT_SLOTS / group;
+    for (int s = 0; s < CLI_TRANSPORT_SLOTS; s++) total += owned[s] != 0;
+    if (count > total) count = total;
+    if (count <= 0) return 0;
+    words = (size_t)count / 64 + 1;
+    size = calloc((size_t)ngroups, sizeof(*size));
+    take = calloc((size_t)ngroups, 1);
+    /* reach[i]: the sums the parts i..ngroups-1 can make, up to count. */
+    reach = calloc((size_t)(ngroups + 1) * words, sizeof(*reach));
+    if (size == NULL || take == NULL || reach == NULL) {
+        free(size);
+        free(take);
+        free(reach);
+        return -1;
+    }
+    for (int s = 0; s < CLI_TRANSPORT_SLOTS; s++)
+        if (owned[s]) size[s / group]++;
+    reach[(size_t)ngroups * words] = 1;
+    for (int i = ngroups - 1; i >= 0; i--) {
+        uint64_t *ri = reach + (size_t)i * words, *next = ri + words;
+        memcpy(ri, next, words * sizeof(*ri));
+        if (size[i] && size[i] <= count) cliBitsOrShifted(ri, next, words, size[i]);
+    }
+    for (best = count; !CLI_BIT(reach, best); best--);
+    /* A part is taken when the parts after it still make what is left. */
+    need = best;
+    for (int i = 0; i < ngroups; i++) {
+        if (size[i] && size[i] <= need &&
+            CLI_BIT(reach + (size_t)(i + 1) * words, need - size[i])) {
+            take[i] = 1;
+            need -= size[i];
+        }
+    }
+    /* The rest comes from the first part not taken: each one is larger
+     * than the rest, or the best sum would have taken it. */
+    need = count - best;
+    for (int i = 0; i < ngroups && need; i++)
+        if (size[i] && !take[i]) {
+            split = i;
+            break;
+        }
+    for (int s = 0; s < CLI_TRANSPORT_SLOTS; s++) {
+        int g = s / group;
+        if (!owned[s]) continue;
+        if (take[g]) {
+            out[n++] = s;
+        } else if (g == split && need > 0) {
+            out[n++] = s;
+            need--;
+        }
+    }
+    free(size);
+    free(take);
+    free(reach);
+    return n;
+}
+
+/* ---------------------------------------------------------------------
  * Unit tests (REDIS_TEST)
  * ------------------------------------------------------------------ */
 
@@ -754,6 +856,69 @@ static void ctProgress(void) {
     free(p);
 }
 
+/* The parts of group g (group slots each) that picked holds: 0 none, 1
+ * all of owned's, 2 some. */
+static int ctPartState(const unsigned char *owned, const int *picked, int n, int group, int g) {
+    int owned_n = 0, in = 0;
+
+    for (int s = g * group; s < (g + 1) * group; s++) owned_n += owned[s] != 0;
+    for (int i = 0; i < n; i++) in += picked[i] / group == g;
+    return in == 0 ? 0 : in == owned_n ? 1 : 2;
+}
+
+static int ctSplitParts(const unsigned char *owned, const int *picked, int n, int group) {
+    int split = 0;
+
+    for (int g = 0; g < CLI_TRANSPORT_SLOTS / group; g++)
+        split += ctPartState(owned, picked, n, group, g) == 2;
+    return split;
+}
+
+static void ctOwn(unsigned char *owned, int from, int to) {
+    memset(owned, 0, CLI_TRANSPORT_SLOTS);
+    for (int s = from; s <= to; s++) owned[s] = 1;
+}
+
+static void ctPickSlots(void) {
+    unsigned char owned[CLI_TRANSPORT_SLOTS];
+    int out[CLI_TRANSPORT_SLOTS], n;
+
+    /* The 3-master layout, a quarter of each to a 4th: whole parts only,
+     * the donor's part of the group the layout splits included. */
+    ctOwn(owned, 0, 5460);
+    n = cliPickSlots(owned, 256, 1365, out);
+    CT_CHECK(n == 1365 && ctSplitParts(owned, out, n, 256) == 0);
+    CT_CHECK(out[0] == 0 && out[1279] == 1279 && out[1280] == 5376 && out[1364] == 5460);
+    ctOwn(owned, 5461, 10922);
+    n = cliPickSlots(owned, 256, 1366, out);
+    CT_CHECK(n == 1366 && ctSplitParts(owned, out, n, 256) == 0);
+    CT_CHECK(out[0] == 5461 && out[n - 1] == 10922);
+    ctOwn(owned, 10923, 16383);
+    n = cliPickSlots(owned, 256, 1365, out);
+    CT_CHECK(n == 1365 && ctSplitParts(owned, out, n, 256) == 0 && out[0] == 10923);
+    /* No sum of parts reaches count: one part split, the rest whole;
+     * sorted, no duplicate, every slot the donor's. */
+    ctOwn(owned, 0, 5460);
+    n = cliPickSlots(owned, 256, 1000, out);
+    CT_CHECK(n == 1000 && ctSplitParts(owned, out, n, 256) == 1);
+    for (int i = 0; i < n; i++) CT_CHECK(owned[out[i]] && (i == 0 || out[i] > out[i - 1]));
+    /* Groups of 1, or below CLI_PICK_MIN_GROUP: the first slots. */
+    n = cliPickSlots(owned, 1, 100, out);
+    CT_CHECK(n == 100 && out[0] == 0 && out[99] == 99);
+    /* More than the donor owns: all of it; none; scattered slots. */
+    ctOwn(owned, 100, 199);
+    CT_CHECK(cliPickSlots(owned, 64, 500, out) == 100 && out[99] == 199);
+    CT_CHECK(cliPickSlots(owned, 64, 0, out) == 0);
+    memset(owned, 0, sizeof(owned));
+    for (int s = 0; s < CLI_TRANSPORT_SLOTS; s += 7) owned[s] = 1;
+    n = cliPickSlots(owned, 64, 2000, out);
+    CT_CHECK(n == 2000 && ctSplitParts(owned, out, n, 64) <= 1);
+    for (int i = 0; i < n; i++) CT_CHECK(owned[out[i]] && (i == 0 || out[i] > out[i - 1]));
+    /* A bad group size counts as 1. */
+    ctOwn(owned, 0, 99);
+    CT_CHECK(cliPickSlots(owned, 48, 10, out) == 10 && out[9] == 9);
+}
+
 /* Runs every case; prints one [ok]/[err] line per case; returns the
  * number of failed cases. */
 int cliTransportTest(int argc, char **argv, int flags) {
@@ -768,6 +933,7 @@ int cliTransportTest(int argc, char **argv, int flags) {
         {"TIMEOUT grows with the donor's data", ctTimeout},
         {"reply fields parsed defensively; summary line", ctStats},
         {"progress line", ctProgress},
+        {"the slots a donor gives keep its parts of slot groups whole", ctPickSlots},
     };
     int failed = 0;
 

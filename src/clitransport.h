@@ -26,6 +26,12 @@
 int cliTransportParse(const char *s);
 const char *cliTransportName(int transport);
 
+/* Which of a donor's slots a rebalance or reshard moves, keeping its parts
+ * of slot groups whole (slot-affinity-group-slots; see clitransport.c).
+ * Groups smaller than CLI_PICK_MIN_GROUP take the first slots (upstream). */
+#define CLI_PICK_MIN_GROUP 16
+int cliPickSlots(const unsigned char *owned, int group, int count, int *out);
+
 /* Slot lists as RDMAMIGRATESLOTS arguments ("0-5460", "5470"). */
 int cliSlotRanges(const int *slots, int count, char ***ranges);
 char *cliSlotRangesJoin(char **ranges, int n, size_t maxlen);

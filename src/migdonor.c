@@ -548,6 +548,7 @@ static int migDonorPrepareStep(migSession *s) {
                 migFail(s, "slot %d %s", slot, why);
                 return -1;
             }
+            s->isolated_slots += isolated;
             if ((isolated || !slotCompactEnabled()) && countKeysInSlot(slot))
                 slotCompactRequest(slot);
         }

@@ -646,6 +646,7 @@ sds migrationGenInfo(sds info) {
         "migration_last_relocated_keys:%lld\r\n"
         "migration_last_relocated_bytes:%lld\r\n"
         "migration_last_relocate_ms:%lld\r\n"
+        "migration_last_isolated_slots:%lld\r\n"
         "migration_total_migrations:%lld\r\n"
         "migration_total_failed:%lld\r\n"
         "migration_total_keys:%lld\r\n"
@@ -676,6 +677,7 @@ sds migrationGenInfo(sds info) {
         migLast.fig.writes_replayed, migLast.fig.throttled_ms, migLast.prepare_frozen_ms,
         migLast.manifests_rebuilt, migLast.manifests_stale,
         migLast.relocated_keys, migLast.relocated_bytes, migLast.relocated_ns / 1000000,
+        migLast.isolated_slots,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
         migLast.total_writes_replayed, migLast.prio_raised, refused,
         migLast.drop_keys_wholesale, migLast.drop_keys_freed,

@@ -254,6 +254,7 @@ void migEndSession(migSession *s, int last) {
     migLast.relocated_keys = s->relocated_keys;
     migLast.relocated_bytes = s->relocated_bytes;
     migLast.relocated_ns = s->relocated_ns;
+    migLast.isolated_slots = s->isolated_slots;
     if (last == MIG_LAST_OK) {
         migLast.total_ok++;
         migLast.total_keys += s->keys;

@@ -301,6 +301,8 @@ typedef struct migSession {
      * time it took; *_at_start: slotCompactRelocationTotals() then. */
     long long relocated_keys, relocated_bytes, relocated_ns;
     long long reloc_keys_at_start, reloc_bytes_at_start, reloc_ns_at_start;
+    long long isolated_slots;       /* Donor: slots the prepare gave an arena
+                                     * of their own (their group split). */
     long long pause_slot_ms;        /* Donor: sum over the slots of how long
                                      * each was frozen by the prepare's
                                      * freeze. */
@@ -357,6 +359,7 @@ struct migLast {
     migFigures fig;                 /* Its figures ("" transport: none yet). */
     long long manifests_rebuilt, manifests_stale, prepare_frozen_ms;
     long long relocated_keys, relocated_bytes, relocated_ns;
+    long long isolated_slots;
     long long total_writes_replayed;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */

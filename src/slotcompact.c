@@ -937,7 +937,10 @@ void slotCompactHeldRelease(void) {
 
 /* ============================ INFO ======================================== */
 
-/* The "# Slotalloc" section. slotalloc_reserved_bytes is memory committed
+/* The "# Slotalloc" section. slotalloc_group_slots is the group size keys
+ * are placed by (1 with slot-affinity no), which redis-cli's rebalance
+ * reads to keep a donor's parts of groups whole (cliPickSlots).
+ * slotalloc_reserved_bytes is memory committed
  * as blocks; slotalloc_range_bytes the virtual range (slot-affinity-reserve);
  * slotalloc_used_bytes the usable sizes of live allocations in blocks (part
  * of used_memory); slotalloc_resident_bytes the blocks' pages in RAM and
@@ -951,6 +954,7 @@ sds slotCompactGenInfo(sds info) {
     return sdscatprintf(info,
         "# Slotalloc\r\n"
         "slotalloc_enabled:%d\r\n"
+        "slotalloc_group_slots:%d\r\n"
         "slotalloc_blocks:%zu\r\n"
         "slotalloc_huge_blocks:%zu\r\n"
         "slotalloc_cached_empty_blocks:%zu\r\n"
@@ -979,7 +983,9 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_held_keys:%zu\r\n"
         "slotalloc_held_released_keys:%lld\r\n"
         "slotalloc_held_freed_keys:%lld\r\n",
-        slotCompactEnabled(), st.blocks, st.huge_blocks, st.cached_empty_blocks,
+        slotCompactEnabled(),
+        slotCompactEnabled() && server.slot_affinity ? server.slot_affinity_group_slots : 1,
+        st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, sc.resident_bytes, sc.slack_bytes,
         st.free_bytes, st.live_allocs,
         st.range_bytes, st.metadata_bytes, sc.relocated_keys,

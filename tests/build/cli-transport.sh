@@ -230,6 +230,19 @@ else
     err "each donor held writes to its migrating slots >= 300 ms" "$out"
 fi
 check_clean "after the tcp rebalance"
+# The donors' slots were chosen whole by slot group (cliPickSlots): the
+# 3-master layout splits 2 groups of 256 between masters, and a quarter of
+# each master is its parts of groups, none split, so no donor gave a slot
+# an arena of its own first (upstream's first 1,365 slots split one).
+isolated=$(for p in "${ports[@]:0:3}"; do
+    $cli -p "$p" info migration | tr -d '\r' | sed -n 's/^migration_last_isolated_slots://p'
+done | tr '\n' ' ')
+group=$($cli -p "${ports[0]}" info slotalloc | tr -d '\r' | sed -n 's/^slotalloc_group_slots://p')
+if [ "$group" = 256 ] && [ "$isolated" = "0 0 0 " ]; then
+    ok "the rebalance kept each donor's parts of slot groups whole (groups of $group, isolated slots per donor: $isolated)"
+else
+    err "the rebalance kept each donor's parts of slot groups whole (groups of ${group:-?}, isolated slots per donor: $isolated)" "$out"
+fi
 # The new node accounts the memory of the keys it adopted: used_memory grew
 # by at least what its slot blocks hold now (plus the keyspace's own
 # growth). If the allocations adopted from the blocks never enter

@@ -104,6 +104,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         assert_equal {} [dict get $c problem]
         mg_assert_slotalloc_sound 0
         assert_equal 64 [lindex [R 0 config get slot-affinity-group-slots] 1]
+        # INFO says it too (redis-cli's rebalance reads it: cliPickSlots).
+        assert_equal 64 [mg_slotalloc 0 slotalloc_group_slots]
     }
 
     test {Slot groups: small keys over many slots hold far fewer resident bytes, and CONFIG SET moves them} {
@@ -141,6 +143,8 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         # 192-255 moved whole, their arenas shipped as they were.
         set edges [mg_keys_in $keys [mg_slotset {100-127 256-300}]]
         assert_equal [llength $edges] [mg_info 0 migration_last_relocated_keys]
+        # INFO names the slots given an arena of their own (28 + 45).
+        assert_equal 73 [mg_info 0 migration_last_isolated_slots]
         # The moved slots are back in their groups' arenas on the
         # recipient, the background cycle moves their keys there.
         wait_for_condition 100 100 {
@@ -176,6 +180,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         mg_assert_slotalloc_sound 0
         mg_migrate_checked 0 1 $ranges [mg_snapshot 0 $gkeys]
         assert_equal 0 [mg_info 0 migration_last_relocated_keys]
+        assert_equal 0 [mg_info 0 migration_last_isolated_slots]
         # On the recipient, the groups are in their own arenas already:
         # only the values that travelled as DUMP payloads (big hash
         # tables, skiplists, streams) are in the heap, for the background
@@ -213,6 +218,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         mg_migrate_checked 0 1 {4224-4255} [mg_snapshot 0 [mg_keys_in $hkeys [mg_slotset {4224-4255}]]]
         mg_wait_converged
         assert {[mg_info 0 migration_last_relocated_keys] > 0}
+        assert_equal 32 [mg_info 0 migration_last_isolated_slots]
         set rest [mg_keys_in $hkeys [mg_slotset {4256-4287}]]
         sg_settled 0
         sg_in_blocks 0 {4256-4287}
@@ -221,6 +227,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         }]
         mg_migrate_checked 0 1 {4256-4287} [mg_snapshot 0 $rest]
         assert_equal 0 [mg_info 0 migration_last_relocated_keys]
+        assert_equal 0 [mg_info 0 migration_last_isolated_slots]
         # The arena went wholesale.
         assert_equal 0 [dict get [R 0 cluster slotblocks 4256] blocks]
         mg_assert_slotalloc_sound 0
@@ -383,6 +390,7 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000 slo
         R 0 config set slot-affinity-cpu 0
         R 0 config set slot-affinity-group-slots 1
         R 0 config set slot-affinity no
+        assert_equal 1 [mg_slotalloc 0 slotalloc_group_slots]
         set d [R 0 cluster slotblocks 4096]
         assert_equal {4096 1 1} [list [dict get $d arena] [dict get $d arena_slots] [dict get $d arena_mixed]]
         assert_equal 0 [dict get [R 0 cluster slotblocks 4097] keys_in_blocks]
