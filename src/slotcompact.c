@@ -227,9 +227,6 @@ static void slotCompactHeldForget(int arena);
 static void slotCompactHeldRun(int may_free);
 static size_t slotCompactDropArena(int slot, int retire);
 static void slotCompactReset(void);
-static void slotCompactSetPinned(int slot, int on);
-static void slotCompactSkipPinned(int slot);
-static void slotCompactRevisitSkipped(void);
 static int slotCompactUnmix(const slotAllocSlotStat *st, size_t allocs_in, size_t bytes_in);
 static int slotCompactUnmixByWalk(int slot);
 static int slotCompactSlotInArena(int slot);
@@ -246,6 +243,9 @@ static dictType slotCompactKeySetType = {
 static void slotCompactClearDirty(int slot);
 static void slotCompactMarkDirty(int slot, int urgent);
 static int slotCompactArenaPinned(int arena);
+static void slotCompactSetPinned(int slot, int on);
+static void slotCompactSkipPinned(int slot);
+static void slotCompactRevisitSkipped(void);
 #endif
 
 /* The slot allocator as zmalloc's foreign allocator. */
@@ -1949,9 +1949,7 @@ static void slotCompactRevisitSkipped(void) {
             slotCompactArenaPinned(slotAllocSlotArena(t))) continue;
         sc.pin_skipped[t >> 3] &= ~(1 << (t & 7));
         sc.npin_skipped--;
-#ifdef HAVE_DEFRAG
         if (countKeysInSlot(t)) slotCompactMarkDirty(t, 0);
-#endif
     }
 }
 
