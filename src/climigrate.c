@@ -86,35 +86,42 @@ typedef struct cliMigSupportCache {
 
 static cliMigSupportCache *cliMigCache;
 
+/* A field of an INFO reply, "\nname:" (every field follows a line of its
+ * section): 1 with its value in *v, 0 if the reply has no such field, -1
+ * if r is no INFO text (NULL, an error). */
+static int cliMigInfoField(const redisReply *r, const char *field, long long *v) {
+    const char *f;
+
+    if (r == NULL || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_VERB))
+        return -1;
+    if ((f = strstr(r->str, field)) == NULL) return 0;
+    *v = strtoll(f + strlen(field), NULL, 10);
+    return 1;
+}
+
 /* The node's migration_protocol_version (INFO migration): 1 for a node
  * that has RDMAMIGRATESLOTS but no such field (0.1.0), 0 if it cannot be
  * asked. */
 static int cliMigProtocolVersion(const cliMigNode *n) {
     redisReply *r = redisCommand(n->ctx, "INFO migration");
-    int version = 0;
+    long long version = 0;
+    int found = cliMigInfoField(r, "\nmigration_protocol_version:", &version);
 
-    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
-        const char *f = strstr(r->str, "migration_protocol_version:");
-        version = f ? atoi(f + strlen("migration_protocol_version:")) : 1;
-    }
     if (r) freeReplyObject(r);
-    return version;
+    return found == 1 ? (int)version : found == 0 ? 1 : 0;
 }
 
 /* See climigrate.h. INFO, not CONFIG GET: operators often rename CONFIG,
  * and a node that cannot tell simply gives its first slots (upstream). */
 int cliMigGroupSlots(const cliMigNode *n) {
     redisReply *r;
-    int group = 1;
+    long long group = 1;
 
     if (n->ctx == NULL || n->ctx->err) return 1;
     r = redisCommand(n->ctx, "INFO slotalloc");
-    if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB)) {
-        const char *f = strstr(r->str, "slotalloc_group_slots:");
-        if (f) group = atoi(f + strlen("slotalloc_group_slots:"));
-    }
+    if (cliMigInfoField(r, "\nslotalloc_group_slots:", &group) != 1 || group < 1) group = 1;
     if (r) freeReplyObject(r);
-    return group > 0 ? group : 1;
+    return (int)group;
 }
 
 /* Returns 1 if the node has RDMAMIGRATESLOTS (COMMAND INFO gives a
@@ -340,12 +347,8 @@ static void cliMigDonorFigures(redisContext *c, long long *used_memory,
     long long *values[2] = {used_memory, max_bandwidth};
     redisReply *r = redisCommandArgv(c, 3, argv, NULL);
 
-    for (int i = 0; i < 2; i++) {
-        const char *f = NULL;
-        if (r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_VERB))
-            f = strstr(r->str, fields[i]);
-        *values[i] = f ? strtoll(f + strlen(fields[i]), NULL, 10) : -1;
-    }
+    for (int i = 0; i < 2; i++)
+        if (cliMigInfoField(r, fields[i], values[i]) != 1) *values[i] = -1;
     if (r) freeReplyObject(r);
 }
 

@@ -984,7 +984,7 @@ sds slotCompactGenInfo(sds info) {
         "slotalloc_held_released_keys:%lld\r\n"
         "slotalloc_held_freed_keys:%lld\r\n",
         slotCompactEnabled(),
-        slotCompactEnabled() && server.slot_affinity ? server.slot_affinity_group_slots : 1,
+        slotCompactEnabled() ? server.slot_affinity_group_slots : 1,
         st.blocks, st.huge_blocks, st.cached_empty_blocks,
         st.reserved_bytes, st.used_bytes, sc.resident_bytes, sc.slack_bytes,
         st.free_bytes, st.live_allocs,
