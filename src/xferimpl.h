@@ -119,6 +119,7 @@ struct xferConn {
     xferBlockDoneFn *watchDone;
     void *watchCtx;
     int fd;                     /* TCP */
+    int noPrefault;             /* TCP: the kernel refused MADV_POPULATE_WRITE */
     void *rdma;                 /* RDMA: xferRdmaConn */
 };
 
