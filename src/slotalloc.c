@@ -1817,6 +1817,20 @@ size_t slotAllocTrim(void) {
     return bytes;
 }
 
+/* The number of live allocations of an active block (0 for anything
+ * else): what slotAllocBlockAllocs() would list, without the walk. */
+size_t slotAllocBlockLive(void *block_addr) {
+    saBlock *b = saLookup(block_addr);
+    saArena *a;
+    size_t live = 0;
+
+    if (!b || b->base != block_addr || !(a = saArenaGet(b->arena, 0))) return 0;
+    pthread_mutex_lock(&a->lock);
+    if (b->state == SA_BLOCK_ACTIVE) live = b->live;
+    pthread_mutex_unlock(&a->lock);
+    return live;
+}
+
 /* Compaction hint: 1 if block_addr is an active normal block whose live
  * allocations use less than 'threshold' (0..1) of its data pages, 0
  * otherwise (huge, detached, or not a block). */
@@ -2669,6 +2683,8 @@ static int saTestLiveAllocs(void) {
     for (size_t b = 0; b < nb; b++) {
         size_t n = slotAllocBlockAllocs(bi[b].addr, got, 700);
         SA_CHECK(n == bi[b].live_allocs && n <= 700);
+        SA_CHECK(slotAllocBlockLive(bi[b].addr) == n);
+        SA_CHECK(slotAllocBlockLive((char *)bi[b].addr + 4096) == 0);
         for (size_t k = 0; k < n; k++) {
             int found = 0;
             SA_CHECK(slotAllocLiveSize(4, got[k]) > 0);
@@ -2680,6 +2696,7 @@ static int saTestLiveAllocs(void) {
     }
     SA_CHECK(total == 400);
     for (int i = 0; i < 600; i++) slotAllocFree(ptrs[i]);
+    SA_CHECK(slotAllocBlockLive(bi[0].addr) == 0 && slotAllocBlockLive(&total) == 0);
     return 0;
 }
 

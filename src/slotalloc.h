@@ -165,10 +165,12 @@ int slotAllocReserveBlocks(int slot, size_t nblocks, const size_t *sizes, void *
 int slotAllocAdoptBlock(int slot, void *addr);
 /* After adoption (recipient): LiveSize is the usable size of p if it is
  * the start of a live allocation of the slot, else 0; BlockAllocs lists a
- * block's live allocations (up to max; returns the count). */
+ * block's live allocations (up to max; returns the count); BlockLive
+ * counts them. */
 size_t slotAllocLiveSize(int slot, const void *p);
 size_t slotAllocArenaLiveSize(int id, const void *p);
 size_t slotAllocBlockAllocs(void *block_addr, void **out, size_t max);
+size_t slotAllocBlockLive(void *block_addr);
 /* What of a block holds anything (header, slabs, runs): the byte ranges a
  * migration ships (see slotalloc.c); of an active block, or of a received
  * image not adopted yet (0: not a well formed block). */
