@@ -386,7 +386,6 @@ typedef struct blkPatchCtx {
     struct blkLocalIdx *bylocal;/* The blocks by local address. */
     blkAdopted *out;
     uint64_t **owned;           /* out's ownership bitmaps, or its unit's. */
-    size_t *owned_allocs;       /* And their counts. */
     blkMap *last;               /* blkBlockOf's last find. */
     sds *err;
     const char *why;            /* What the last failed check was. */
@@ -462,6 +461,12 @@ static char *blkTr(blkPatchCtx *ctx, uint64_t addr) {
     return b ? b->local + (addr - b->donor) : NULL;
 }
 
+/* The size of a block's ownership bitmap (blkAdopted.owned): one bit per
+ * allocator granule. */
+static size_t blkOwnedBytes(size_t block_size) {
+    return (block_size / SLOTALLOC_GRANULE + 63) / 64 * sizeof(uint64_t);
+}
+
 /* Record an allocation (a local address inside a received block) as owned
  * by an adopted key. Returns 0 if some key owns it already: one free would
  * corrupt the other, and a walk that comes back to it is going round in a
@@ -491,7 +496,6 @@ static int blkKeep(blkPatchCtx *ctx, void *p) {
         return 0;
     }
     ctx->owned[b][g >> 6] |= bit;
-    ctx->owned_allocs[b]++;
     return 1;
 }
 
@@ -818,16 +822,12 @@ int blkPatchSlot(int slot, blkMap *map, size_t nmap, uint64_t manifest,
     if (unit) {
         serverAssert(unit->nowned == nmap);
         ctx.owned = unit->owned;
-        ctx.owned_allocs = unit->owned_allocs;
     } else {
         out->owned = zcalloc(sizeof(uint64_t *) * (nmap ? nmap : 1));
-        out->owned_allocs = zcalloc(sizeof(size_t) * (nmap ? nmap : 1));
         out->nowned = nmap;
         for (size_t i = 0; i < nmap; i++)
-            out->owned[i] = zcalloc((map[i].size / SLOTALLOC_GRANULE + 63) / 64 *
-                                    sizeof(uint64_t));
+            out->owned[i] = zcalloc(blkOwnedBytes(map[i].size));
         ctx.owned = out->owned;
-        ctx.owned_allocs = out->owned_allocs;
     }
     ctx.bylocal = zmalloc(sizeof(blkLocalIdx) * (nmap ? nmap : 1));
     for (size_t i = 0; i < nmap; i++) {
@@ -1065,15 +1065,16 @@ size_t blkFreeBlockAllocs(void *block, const uint64_t *keep) {
 /* Free every live allocation of the received blocks that no adopted key
  * owns: the manifest, the payloads, and whatever else the donor's blocks
  * held. Returns how many were freed. A block whose every live allocation
- * is owned is not walked: most blocks hold keys only (the manifest and
- * payloads fill the last ones), and the walk and its list were about a
- * tenth of the patcher's time. Nothing else allocates in the blocks until
- * the keys are linked, so the counts can only be equal with no garbage. */
+ * is owned (as many as its ownership bitmap has bits) is not walked: most
+ * blocks hold keys only (the manifest and payloads fill the last ones),
+ * and the walk and its list were about a tenth of the patcher's time.
+ * Owned allocations are live ones, so equal counts mean no garbage. */
 size_t blkSweepGarbage(blkAdopted *a, blkMap *map, size_t nmap) {
     size_t freed = 0;
 
     for (size_t b = 0; b < nmap; b++) {
-        if (a->owned_allocs && a->owned_allocs[b] == slotAllocBlockLive(map[b].local))
+        if ((size_t)redisPopcount(a->owned[b], (long)blkOwnedBytes(map[b].size)) ==
+            slotAllocBlockLive(map[b].local))
             continue;
         freed += blkFreeBlockAllocs(map[b].local, a->owned[b]);
     }
@@ -1094,7 +1095,6 @@ void blkAdoptedFree(blkAdopted *a) {
     zfree(a->keys);
     for (size_t i = 0; i < a->nowned; i++) zfree(a->owned[i]);
     zfree(a->owned);
-    zfree(a->owned_allocs);
     memset(a, 0, sizeof(*a));
 }
 

@@ -98,7 +98,6 @@ typedef struct blkAdopted {
      * at the allocation's first byte. Those of a unit's lead count for
      * the unit's other slots too, which have none of their own. */
     uint64_t **owned;
-    size_t *owned_allocs;       /* Per block: how many bits owned has set. */
     size_t nowned;
     int owned_twice;            /* An allocation was claimed twice. */
     size_t keys_zero_copy, keys_serialized, keys_rebuilt;

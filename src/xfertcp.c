@@ -107,8 +107,9 @@ _Static_assert(XFER_TCP_STAGE >= 2 * XFER_TCP_DIRECT_MIN, "a stage holds small p
 
 /* Fault in the pages a payload is about to be read into, all at once.
  * Blocks are fresh memory, and the recipient's socket reads took a page
- * fault every 4 KiB inside the kernel's copy: 70 % of the recipient
- * thread's time in a rebalance (perf, docs/DESIGN.md "Threads"). One
+ * fault every 4 KiB inside the kernel's copy: 72 % of the recipient
+ * thread's time in a rebalance (perf, docs/DESIGN.md "What receiving and
+ * patching cost"). One
  * madvise(MADV_POPULATE_WRITE) of the range costs about a quarter less
  * than those faults (the pages are the same; the kernel does not enter and
  * leave a fault for each). It yields the CPU between pages as a read
@@ -116,7 +117,7 @@ _Static_assert(XFER_TCP_STAGE >= 2 * XFER_TCP_DIRECT_MIN, "a stage holds small p
  * again on this connection, and the read faults the pages in as before.
  * [p, p+len) lies in a registered block, whose pages are whole. */
 static void xferTcpPrefault(xferConn *c, unsigned char *p, uint64_t len) {
-    uintptr_t page = 4096, lo, hi;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo, hi;
 
     if (c->noPrefault || len < XFER_TCP_DIRECT_MIN) return;
     lo = (uintptr_t)p & ~(page - 1);
