@@ -552,8 +552,7 @@ static int migDonorPrepareStep(migSession *s) {
             if ((isolated || !slotCompactEnabled()) && countKeysInSlot(slot))
                 slotCompactRequest(slot);
         }
-        slotCompactRelocationTotals(&s->reloc_keys_at_start, &s->reloc_bytes_at_start,
-                                    &s->reloc_ns_at_start);
+        slotCompactTallyStart(s->bitmap);
         s->stage = 1;
         break;
     case 1:
@@ -655,11 +654,8 @@ static int migDonorPrepareStep(migSession *s) {
             zfree(bi);
         }
         s->prepare_frozen_ms = mstime() - s->d.freeze_start_ms;
-        slotCompactRelocationTotals(&s->relocated_keys, &s->relocated_bytes,
-                                    &s->relocated_ns);
-        s->relocated_keys -= s->reloc_keys_at_start;
-        s->relocated_bytes -= s->reloc_bytes_at_start;
-        s->relocated_ns -= s->reloc_ns_at_start;
+        slotCompactTallyTotals(&s->relocated_keys, &s->relocated_bytes,
+                               &s->relocated_ns);
         migDonorCaptureBegin(s);
         return 0;
     }

@@ -298,9 +298,9 @@ typedef struct migSession {
     long long prepare_frozen_ms;    /* Donor: the prepare's frozen part. */
     /* Donor: what the prepare relocated into blocks (slot-affinity no, or
      * keys background compaction had not reached), and the main-thread
-     * time it took; *_at_start: slotCompactRelocationTotals() then. */
+     * time it took: keys of the migrating slots only
+     * (slotCompactTallyTotals). */
     long long relocated_keys, relocated_bytes, relocated_ns;
-    long long reloc_keys_at_start, reloc_bytes_at_start, reloc_ns_at_start;
     long long isolated_slots;       /* Donor: slots the prepare gave an arena
                                      * of their own (their group split). */
     long long pause_slot_ms;        /* Donor: sum over the slots of how long

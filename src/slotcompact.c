@@ -198,6 +198,12 @@ static struct {
     long long relocated_big_keys;   /* Big values finished in steps. */
     long long relocated_bytes;      /* Usable bytes copied into blocks. */
     long long relocation_ns;        /* Main thread time relocating keys. */
+    /* The same for the keys of a set of slots only (slotCompactTallyStart):
+     * a migration's prepare reports these as its own, while the background
+     * cycle and the sparse-block sweep may relocate other slots' keys
+     * between its slices. */
+    unsigned char tally_slots[CLUSTER_SLOTS / 8];
+    long long tally_keys, tally_bytes, tally_ns;
     /* slot-affinity no: what went back from blocks to the heap. */
     int evacuating;                 /* The current walk's target is the heap. */
     int evac_cursor;                /* Next slot the sweep looks at. */
@@ -532,10 +538,15 @@ int slotCompactRunning(void) {
     return sc.initialized && server.cluster_enabled;
 }
 
-void slotCompactRelocationTotals(long long *keys, long long *bytes, long long *ns) {
-    *keys = sc.relocated_keys;
-    *bytes = sc.relocated_bytes;
-    *ns = sc.relocation_ns;
+void slotCompactTallyStart(const unsigned char *slots) {
+    memcpy(sc.tally_slots, slots, sizeof(sc.tally_slots));
+    sc.tally_keys = sc.tally_bytes = sc.tally_ns = 0;
+}
+
+void slotCompactTallyTotals(long long *keys, long long *bytes, long long *ns) {
+    *keys = sc.tally_keys;
+    *bytes = sc.tally_bytes;
+    *ns = sc.tally_ns;
 }
 
 /* ============================ Housekeeping ================================ */
@@ -1412,9 +1423,16 @@ static int slotCompactKey(dictEntry *de) {
         if (sc.moved_bytes) sc.evacuated_keys++;
     } else {
         clock_gettime(CLOCK_MONOTONIC, &t1);
-        sc.relocation_ns += (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+        long long ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
+        int slot = sc.target_slot;
+        sc.relocation_ns += ns;
         sc.relocated_bytes += sc.moved_bytes;
         if (sc.moved_bytes) sc.relocated_keys++;
+        if (slot >= 0 && (sc.tally_slots[slot >> 3] >> (slot & 7)) & 1) {
+            sc.tally_ns += ns;
+            sc.tally_bytes += sc.moved_bytes;
+            if (sc.moved_bytes) sc.tally_keys++;
+        }
     }
     return sc.moved_bytes != 0;
 }

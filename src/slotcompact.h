@@ -32,9 +32,12 @@ int slotCompactEnabled(void);
  * slot-affinity says: what a migration needs. */
 int slotCompactRunning(void);
 int slotCompactStart(const char **err);
-/* Keys and bytes relocated into blocks since startup, and the main-thread
- * time it took (nanoseconds): a migration reports its prepare's share. */
-void slotCompactRelocationTotals(long long *keys, long long *bytes, long long *ns);
+/* Keys and bytes relocated into blocks, and the main-thread time it took
+ * (nanoseconds), counted for the keys of the slots of a bitmap (bit s of
+ * byte s/8) since TallyStart: a migration's prepare reports them as its
+ * own, whatever else background compaction relocates meanwhile. */
+void slotCompactTallyStart(const unsigned char *slots);
+void slotCompactTallyTotals(long long *keys, long long *bytes, long long *ns);
 
 /* Background compaction: hooks of signalModifiedKey() and stopLoading(). */
 void slotCompactKeyModified(struct redisObject *key);
