@@ -514,7 +514,11 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     # Bad data found by the recipient's patcher (migration-test-corrupt
     # damages what arrived for the nth slot it patches): over TCP the
     # patch runs while later slots are still arriving, so the import fails
-    # in the middle of the transfer; over RDMA (tests/rdma) after it.
+    # in the middle of the transfer; over RDMA (tests/rdma) after it. The
+    # donor waits 200 ms after each chunk that completed a slot
+    # (migration-test-delay-chunk), so the transfer cannot end before the
+    # patcher reaches the damaged slot: on a loaded machine it once did,
+    # and the import failed at RDMADONE instead.
     foreach {what nth rank re} {
         header 2 third {slot [0-9]+: block 0 was rejected \(bad allocator metadata\)}
         manifest 5 sixth {slot [0-9]+: bad manifest}
@@ -524,7 +528,9 @@ start_cluster 2 0 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
             set before [mg_fault_before $F $fkeys]
             set crashes [count_log_message -1 "crashed by signal"]
             mg_corrupt 1 "$what $nth"
+            mg_delay 0 chunk 200
             set failed [catch {R 0 rdmamigrateslots [srv -1 host] [srv -1 port] {*}$F transport tcp} err]
+            mg_delay_reset 0
             mg_corrupt 1 ""
             assert_equal 1 $failed
             puts "migration error: $err"
