@@ -1409,6 +1409,12 @@ static dictEntry *slotCompactAheadNext(slotCompactAhead *a) {
 /* Move one key of the slot being compacted (key name, value object and
  * everything the value owns, of any type) into the slot's blocks. Big
  * values go through slotCompactLater(). Returns 1 if anything moved. */
+/* Whether slot is one whose relocations a migration tallies
+ * (slotCompactTallyStart). */
+static int slotCompactIsTallied(int slot) {
+    return slot >= 0 && ((sc.tally_slots[slot >> 3] >> (slot & 7)) & 1);
+}
+
 static int slotCompactKey(dictEntry *de) {
     struct timespec t0, t1;
 
@@ -1424,11 +1430,10 @@ static int slotCompactKey(dictEntry *de) {
     } else {
         clock_gettime(CLOCK_MONOTONIC, &t1);
         long long ns = (t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec);
-        int slot = sc.target_slot;
         sc.relocation_ns += ns;
         sc.relocated_bytes += sc.moved_bytes;
         if (sc.moved_bytes) sc.relocated_keys++;
-        if (slot >= 0 && (sc.tally_slots[slot >> 3] >> (slot & 7)) & 1) {
+        if (slotCompactIsTallied(sc.target_slot)) {
             sc.tally_ns += ns;
             sc.tally_bytes += sc.moved_bytes;
             if (sc.moved_bytes) sc.tally_keys++;
