@@ -64,6 +64,9 @@ static long long migTestDelayMs(int *cfg) {
 
 static redisReply *migCall(migSession *s, redisContext *rc, int argc, sds *argv,
                            const char *what);
+static int migDonorCopyKey(redisDb *db, sds key);
+static int migDonorKeyCopied(sds key);
+static void migDonorFreeCopied(migSession *s, int all);
 
 /* ============================ Main thread jobs ============================ */
 
@@ -256,6 +259,8 @@ static void migDonorCaptureBegin(migSession *s) {
     if (!server.migration_write_replay) return;
     s->d.dirty_keys = dictCreate(&migDirtyKeysDictType);
     s->d.capturing = 1;
+    /* Writes to the keys not sent yet copy them rather than wait. */
+    slotFreezeSetCopier(migDonorCopyKey, migDonorKeyCopied);
     memset(empty, 0, sizeof(empty));
     for (int slot = 0; slot < CLUSTER_SLOTS; slot++) {
         if (migSlotIsSet(s->bitmap, slot) && migSlotFind(s, slot) == NULL &&
@@ -285,11 +290,205 @@ static void migDonorRelaxSent(migSession *s) {
     }
     migDonorRelax(s, bitmap, sent - s->d.slots_relaxed);
     s->d.slots_relaxed = sent;
+    migDonorFreeCopied(s, 0);
+}
+
+/* ================== Keys copied out of the transfer ===================== */
+
+/* A key a write took out of the transfer (migDonorCopyKey): its old name
+ * and value, left where the transfer found them until their bytes have
+ * been sent. */
+typedef struct migCopiedKey {
+    sds name;
+    robj *val;                      /* NULL: shared, in no block. */
+    int slot;
+} migCopiedKey;
+
+/* migCopySize for a hash table (a set's, field_vals 0, or a hash's). */
+static size_t migCopySizeDict(dict *d, size_t max, int field_vals) {
+    size_t n = sizeof(robj) + sizeof(dict) + dictSlots(d) * sizeof(dictEntry *);
+    dictIterator *di;
+    dictEntry *de;
+
+    if (dictSize(d) > max / sizeof(dictEntry)) return SIZE_MAX;
+    di = dictGetIterator(d);        /* Not safe: it writes nothing. */
+    while (n <= max && (de = dictNext(di)) != NULL) {
+        n += sizeof(dictEntry) + sdslen(dictGetKey(de)) + 3;
+        if (field_vals) n += sdslen(dictGetVal(de)) + 3;
+    }
+    dictReleaseIterator(di);
+    return n;
+}
+
+/* About what a copy of value o allocates (at least its payload), for the
+ * migration-write-copy-max-size test: past max, any value above it, and
+ * SIZE_MAX for what is never copied (a module's value). Element counts
+ * are looked at first and walks stop past max, so a big value costs no
+ * walk. Reads only: the bytes are being sent. */
+static size_t migCopySize(robj *o, size_t max) {
+    size_t n = sizeof(robj);
+
+    switch (o->type) {
+    case OBJ_STRING:
+        return n + (sdsEncodedObject(o) ? sdslen(o->ptr) : 0);
+    case OBJ_LIST: {
+        quicklist *ql = o->ptr;
+        if (ql->len > max / sizeof(quicklistNode)) return SIZE_MAX;
+        n += sizeof(quicklist);
+        for (quicklistNode *node = ql->head; node && n <= max; node = node->next)
+            n += sizeof(quicklistNode) + node->sz;
+        return n;
+    }
+    case OBJ_SET:
+        if (o->encoding == OBJ_ENCODING_INTSET) return n + intsetBlobLen(o->ptr);
+        return migCopySizeDict(o->ptr, max, 0);
+    case OBJ_HASH:
+        if (o->encoding == OBJ_ENCODING_LISTPACK) return n + lpBytes(o->ptr);
+        return migCopySizeDict(o->ptr, max, 1);
+    case OBJ_ZSET: {
+        if (o->encoding == OBJ_ENCODING_LISTPACK) return n + lpBytes(o->ptr);
+        zskiplist *zsl = ((zset *)o->ptr)->zsl;
+        /* A node, and a dict entry, per element. */
+        if (zsl->length > max / (sizeof(zskiplistNode) + sizeof(dictEntry))) return SIZE_MAX;
+        for (zskiplistNode *x = zsl->header->level[0].forward; x && n <= max; x = x->level[0].forward)
+            n += sizeof(zskiplistNode) + sizeof(dictEntry) + sdslen(x->ele) + 3;
+        return n;
+    }
+    case OBJ_STREAM: {
+        stream *st = o->ptr;
+        raxIterator ri;
+        if (raxSize(st->rax) > max / 64) return SIZE_MAX;
+        n += sizeof(stream);
+        raxStart(&ri, st->rax);
+        raxSeek(&ri, "^", NULL, 0);
+        while (n <= max && raxNext(&ri)) n += 64 + lpBytes(ri.data);
+        raxStop(&ri);
+        if (st->cgroups && n <= max) {
+            raxStart(&ri, st->cgroups);
+            raxSeek(&ri, "^", NULL, 0);
+            while (n <= max && raxNext(&ri)) {
+                streamCG *cg = ri.data;
+                n += sizeof(*cg) + 64 + raxSize(cg->pel) * (sizeof(streamNACK) + 64) +
+                     raxSize(cg->consumers) * (sizeof(streamConsumer) + 64);
+            }
+            raxStop(&ri);
+        }
+        return n;
+    }
+    default:
+        return SIZE_MAX;
+    }
+}
+
+/* A copy of value o in new memory, as COPY makes it (refcount 1, same
+ * encoding); reads o only. */
+static robj *migCopyValue(robj *o) {
+    robj *c;
+
+    switch (o->type) {
+    case OBJ_STRING: c = dupStringObject(o); break;
+    case OBJ_LIST: c = listTypeDup(o); break;
+    case OBJ_SET: c = setTypeDup(o); break;
+    case OBJ_ZSET: c = zsetDup(o); break;
+    case OBJ_HASH: c = hashTypeDup(o); break;
+    case OBJ_STREAM: c = streamDup(o); break;
+    default: serverPanic("migCopyValue: type %d", o->type);
+    }
+    c->lru = o->lru;
+    return c;
+}
+
+/* slotfreeze.c's copier (slotFreezeSetCopier), main thread: a write is
+ * about to change key, of a slot whose bytes have not all been sent. A
+ * write held until they are can wait the time a whole slot group takes to
+ * send (tens of ms under a load), and its client's later commands with it.
+ * Instead the key gets new memory: copies of its name and value (in the
+ * heap: its slot is pinned, nothing is placed in its blocks) take the old
+ * ones' place in the keyspace and the expires, and the old ones stay in
+ * the blocks, untouched, until their bytes have left (migDonorFreeCopied).
+ * The write then runs on the copy, and is recorded and replayed on the
+ * recipient, whose copy from the blocks is the key as it was at the
+ * freeze: the same as for a write after the slot was sent. The key joins
+ * the dirty set, so the delete frees it allocation by allocation and the
+ * freeze no longer holds it (migDonorKeyCopied).
+ *
+ * Returns 1 if the write may run: the key was copied, or does not exist
+ * (a key born now is born in the heap). 0 if it waits, as before this:
+ * not recording, migration-write-copy-max-size 0 or below the value's
+ * size (migCopySize), a module's value, a client blocked on the key
+ * (serving it may write another key: BLMOVE's destination), or a module
+ * loaded (its keyspace notifications may write keys no command names). */
+static int migDonorCopyKey(redisDb *db, sds key) {
+    migSession *s = mig;
+    long long max = server.migration_write_copy_max_size;
+    size_t size = 0;
+
+    if (s == NULL || s->role != MIG_ROLE_DONOR || !s->d.capturing || s->d.cap_full ||
+        s->error || max <= 0 || moduleCount() != 0) return 0;
+    if (dictFind(s->d.dirty_keys, key)) return 1;
+    if (dictSize(db->blocking_keys)) {
+        robj k;
+        initStaticStringObject(k, key);
+        if (dictFind(db->blocking_keys, &k)) return 0;
+    }
+    dictEntry *de = dictFind(db->dict, key);
+    if (de) {
+        robj *old = dictGetVal(de), *val = old;
+        sds oldname = dictGetKey(de), name;
+        dictEntry *ede;
+
+        if (old->refcount != OBJ_SHARED_REFCOUNT &&
+            (size = migCopySize(old, (size_t)max)) > (size_t)max) return 0;
+        name = sdsdup(oldname);
+        if (old->refcount != OBJ_SHARED_REFCOUNT) val = migCopyValue(old);
+        /* The expires entry shares the keyspace's name. */
+        if ((ede = dictFind(db->expires, oldname)) != NULL) dictSetKey(db->expires, ede, name);
+        dictSetKey(db->dict, de, name);
+        dictSetVal(db->dict, de, val);
+        if (s->d.ncopied == s->d.copied_cap) {
+            s->d.copied_cap = s->d.copied_cap ? s->d.copied_cap * 2 : 64;
+            s->d.copied = zrealloc(s->d.copied, sizeof(migCopiedKey) * s->d.copied_cap);
+        }
+        s->d.copied[s->d.ncopied++] = (migCopiedKey){
+            oldname, val == old ? NULL : old, (int)keyHashSlot(key, (int)sdslen(key))};
+        s->keys_copied++;
+        s->bytes_copied += (long long)(size + sdslen(name));
+    }
+    dictAdd(s->d.dirty_keys, sdsdup(key), NULL);
+    return 1;
+}
+
+/* slotfreeze.c: whether migDonorCopyKey took this key out of the
+ * transfer (then the freeze leaves it alone). */
+static int migDonorKeyCopied(sds key) {
+    migSession *s = mig;
+    return s && s->role == MIG_ROLE_DONOR && s->d.capturing && s->d.dirty_keys &&
+           dictFind(s->d.dirty_keys, key) != NULL;
+}
+
+/* Free the copied keys' old names and values whose bytes have left (their
+ * slot is no longer frozen), or all of them (all: the transfer is over, or
+ * stopped). Always before the delete, which releases blocks wholesale.
+ * Main thread. */
+static void migDonorFreeCopied(migSession *s, int all) {
+    size_t kept = 0;
+
+    for (size_t i = 0; i < s->d.ncopied; i++) {
+        migCopiedKey *c = &s->d.copied[i];
+        if (!all && slotFreezeIsFrozen(c->slot)) {
+            s->d.copied[kept++] = *c;
+            continue;
+        }
+        sdsfree(c->name);
+        if (c->val) decrRefCount(c->val);
+    }
+    s->d.ncopied = kept;
 }
 
 /* 4b, after the transfer (main thread): the slots not relaxed yet take
  * writes again, recorded. */
 static int migDonorCaptureSlice(migSession *s) {
+    migDonorFreeCopied(s, 1);
     if (!s->d.capturing || s->d.cap_full || s->error) return 0;
     migDonorRelax(s, s->bitmap, s->nslots - s->d.nslots_relaxed);
     return 0;
@@ -728,6 +927,9 @@ static int migDonorDeleteSlice(migSession *s) {
     migDelAhead ahead = {NULL, 0};
 
     if (migClientsPaused()) return MIG_SLICE_WAIT;
+    /* The copied keys' old bytes were freed once sent (migDonorCaptureSlice):
+     * the blocks this releases wholesale hold none of them. */
+    serverAssert(s->d.ncopied == 0);
     elapsedStart(&start);
     latencyStartMonitor(lat);
     if (s->d.delete_stage == 0 && server.masterhost) {
@@ -837,6 +1039,7 @@ static int migDonorOwnerSlice(migSession *s) {
 
 /* Rollback before the handover: thaw, let go of the manifests. */
 static int migDonorRollbackSlice(migSession *s) {
+    migDonorFreeCopied(s, 1);
     slotUnwatch();
     s->write_pause_ms += slotThaw();
     migHeldStats(s);

@@ -647,11 +647,14 @@ sds migrationGenInfo(sds info) {
         "migration_last_relocated_bytes:%lld\r\n"
         "migration_last_relocate_ms:%lld\r\n"
         "migration_last_isolated_slots:%lld\r\n"
+        "migration_last_keys_copied:%lld\r\n"
+        "migration_last_bytes_copied:%lld\r\n"
         "migration_total_migrations:%lld\r\n"
         "migration_total_failed:%lld\r\n"
         "migration_total_keys:%lld\r\n"
         "migration_total_bytes:%lld\r\n"
         "migration_total_writes_replayed:%lld\r\n"
+        "migration_total_keys_copied:%lld\r\n"
         "migration_thread_priority_raised:%lld\r\n"
         "migration_data_peers_refused:%lld\r\n"
         "migration_slot_drop_keys_wholesale:%lld\r\n"
@@ -677,9 +680,9 @@ sds migrationGenInfo(sds info) {
         migLast.fig.writes_replayed, migLast.fig.throttled_ms, migLast.prepare_frozen_ms,
         migLast.manifests_rebuilt, migLast.manifests_stale,
         migLast.relocated_keys, migLast.relocated_bytes, migLast.relocated_ns / 1000000,
-        migLast.isolated_slots,
+        migLast.isolated_slots, migLast.keys_copied, migLast.bytes_copied,
         migLast.total_ok, migLast.total_failed, migLast.total_keys, migLast.total_bytes,
-        migLast.total_writes_replayed, migLast.prio_raised, refused,
+        migLast.total_writes_replayed, migLast.total_keys_copied, migLast.prio_raised, refused,
         migLast.drop_keys_wholesale, migLast.drop_keys_freed,
         server.migration_max_bandwidth,
         (unsigned long long)t.wr_posted, (unsigned long long)t.chains_posted,

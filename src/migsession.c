@@ -255,6 +255,9 @@ void migEndSession(migSession *s, int last) {
     migLast.relocated_bytes = s->relocated_bytes;
     migLast.relocated_ns = s->relocated_ns;
     migLast.isolated_slots = s->isolated_slots;
+    migLast.keys_copied = s->keys_copied;
+    migLast.bytes_copied = s->bytes_copied;
+    migLast.total_keys_copied += s->keys_copied;
     if (last == MIG_LAST_OK) {
         migLast.total_ok++;
         migLast.total_keys += s->keys;
@@ -275,7 +278,7 @@ void migEndSession(migSession *s, int last) {
             "into blocks in %lld ms, transfer %lld, "
             "patch %lld, link %lld, handover %lld, delete %lld ms; writes "
             "paused %lld ms, %lld ms on average per slot, %lld commands held "
-            "up to %lld ms, %lld replayed)",
+            "up to %lld ms, %lld keys copied out of the transfer, %lld replayed)",
             migRoleName[s->role], s->nslots, s->keys, s->bytes,
             migLast.fig.transport, migLast.fig.elapsed_ms,
             s->phase_ms[MIG_PHASE_PREPARE], s->prepare_frozen_ms,
@@ -284,7 +287,7 @@ void migEndSession(migSession *s, int last) {
             s->phase_ms[MIG_PHASE_PATCH], s->phase_ms[MIG_PHASE_LINK],
             s->phase_ms[MIG_PHASE_HANDOVER], s->phase_ms[MIG_PHASE_DELETE],
             s->write_pause_ms, migWritePauseMean(s), s->held_cmds, s->held_max_ms,
-            s->writes_replayed);
+            s->keys_copied, s->writes_replayed);
     else
         serverLog(LL_WARNING, "Slot migration (%s) of %d slots %s in %s: %s",
             migRoleName[s->role], s->nslots,
@@ -316,6 +319,12 @@ void migEndSession(migSession *s, int last) {
     }
     zfree(s->slots);
     zfree(s->d.sent_order);
+    /* The donor frees the copied keys' old bytes once they have left, or
+     * at its rollback, always before it deletes: none may be left here. */
+    if (s->d.ncopied)
+        serverLog(LL_WARNING, "Slot migration: BUG: %zu copied keys' old bytes "
+                  "were not freed (left in place)", s->d.ncopied);
+    zfree(s->d.copied);
     migCaptureFree(s);
     zfree(s->r.reg_addrs);
     zfree(s->r.reg_lens);

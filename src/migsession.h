@@ -189,7 +189,14 @@ typedef struct migDonorState {
     size_t cap_nargs, cap_size, cap_bytes;
     long long cap_cmds;
     int cap_full;                   /* MIG_CAPTURE_MAX_BYTES reached. */
-    dict *dirty_keys;               /* The keys those commands name. */
+    dict *dirty_keys;               /* The keys those commands name, and
+                                     * the keys writes took out of the
+                                     * transfer (migDonorCopyKey). */
+    /* Keys a write took out of the transfer before their bytes had left
+     * (migDonorCopyKey): their old name and value, left untouched in the
+     * blocks until those are sent, then freed (migDonorFreeCopied). */
+    struct migCopiedKey *copied;
+    size_t ncopied, copied_cap;
     long long keep_frozen_ms;       /* Donor: see migDonorKeepFrozenSlice. */
     int handover_begun;             /* Donor: RDMAHANDOVER may be on its way:
                                      * CANCEL is refused (under s->lock). */
@@ -309,6 +316,9 @@ typedef struct migSession {
     long long pause_first_ms;       /* Donor: the longest of those (the
                                      * freeze). */
     long long writes_replayed;      /* Both: commands applied by RDMAREPLAY. */
+    long long keys_copied, bytes_copied; /* Donor: keys writes took out of
+                                     * the transfer, and their size
+                                     * (migDonorCopyKey). */
     xferStats tstats;
     /* Threads. */
     pthread_t thread;
@@ -360,7 +370,8 @@ struct migLast {
     long long manifests_rebuilt, manifests_stale, prepare_frozen_ms;
     long long relocated_keys, relocated_bytes, relocated_ns;
     long long isolated_slots;
-    long long total_writes_replayed;
+    long long keys_copied, bytes_copied;
+    long long total_writes_replayed, total_keys_copied;
     long long total_ok, total_failed, total_keys, total_bytes;
     long long prio_raised;          /* auto: threads raised to normal. */
     /* RDMASLOTDROP applied here (a donor's replica, an AOF load): keys

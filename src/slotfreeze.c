@@ -24,6 +24,18 @@
  *  - access time: reads of frozen slots' keys leave it alone (lookupKey,
  *    slotFreezeKeepsBytes): the bytes under transfer are checksummed.
  *
+ * Copied keys (slotFreezeSetCopier): while a migration records the writes
+ * it will replay on the recipient (migdonor.c, "Recorded writes"), a
+ * write to a key of a frozen slot need not wait for the slot's bytes to
+ * leave. The donor's copier moves the key out of the transfer instead: it
+ * copies the key's name and value into new memory, leaves the old bytes
+ * as they are until they have been sent, and replies 1; the command then
+ * runs on the copy, and is recorded and replayed like any write after the
+ * transfer. From then on that key is not frozen: reads change it, expiry
+ * and eviction delete it (their DELs are recorded too). A key the copier
+ * refuses (too big, a module's) waits as above. Scripts and keyless writes
+ * always wait: they may touch keys they do not name.
+ *
  * A freeze can be relaxed (slotFreezeRelax): then the slots' keys are
  * written, expired and evicted as usual again, and only keyless writes
  * (FLUSHALL, EVAL with no keys...) keep waiting. It can also be relaxed a
@@ -74,6 +86,10 @@ static struct {
     long long total_ms;         /* Time spent frozen, since startup. */
     void (*wanted)(int slot);   /* Told when a command starts to wait for
                                  * a frozen slot, or NULL (slotFreeze). */
+    /* slotFreezeSetCopier: take a key out of the transfer (1: done, it
+     * may be written now), and whether it was (1). NULL: none. */
+    int (*copy)(redisDb *db, sds key);
+    int (*copied)(sds key);
     /* slotWatch: slots whose changes are noted, and those changed. */
     unsigned char watched[CLUSTER_SLOTS / 8];
     unsigned char changed[CLUSTER_SLOTS / 8];
@@ -128,14 +144,31 @@ static int slotFreezeInSet(int slot) {
     return slotBit(sf.slots, slot);
 }
 
+/* Whether this key of a frozen slot was copied out of the transfer
+ * (slotFreezeSetCopier): then it is not frozen. */
+static int slotFreezeKeyCopied(sds key) {
+    return sf.copied && sf.copied(key);
+}
+
 /* An sds key of the keyspace. Its callers (expiry, eviction) delete the
  * key when it is not frozen: a watched slot is marked changed. */
 int slotFreezeKeyIsFrozen(sds key) {
     if (!sf.nslots && !sf.watching) return 0;
     int slot = (int)keyHashSlot(key, (int)sdslen(key));
-    if (slotFreezeIsFrozen(slot)) return 1;
+    if (slotFreezeIsFrozen(slot)) return !slotFreezeKeyCopied(key);
     slotWatchTouch(slot);
     return 0;
+}
+
+/* A migration that records its writes takes the keys that writes name out
+ * of the transfer instead of holding the writes (see the top of the file):
+ * copy(db, key) returns 1 once the key's bytes under transfer are no
+ * longer the key's (or it has none: it does not exist), 0 if the write
+ * must wait; copied(key) whether copy() did so. Until slotFreeze() or
+ * slotThaw(), which forget them; NULL, NULL: none. */
+void slotFreezeSetCopier(int (*copy)(redisDb *db, sds key), int (*copied)(sds key)) {
+    sf.copy = copy;
+    sf.copied = copied;
 }
 
 /* db.c lookupKey(): a read of a frozen slot's key must not write the
@@ -145,7 +178,8 @@ int slotFreezeKeyIsFrozen(sds key) {
  * freeze, as under a fork. */
 int slotFreezeKeepsBytes(sds key) {
     if (!sf.nslots) return 0;
-    return slotFreezeIsFrozen((int)keyHashSlot(key, (int)sdslen(key)));
+    return slotFreezeIsFrozen((int)keyHashSlot(key, (int)sdslen(key))) &&
+           !slotFreezeKeyCopied(key);
 }
 
 /* No slot is relaxed on its own (slotFreezeRelaxSlots) any more. */
@@ -162,6 +196,7 @@ static void slotFreezeForgetRelaxed(void) {
  * callback because the fence sits below the migration (calls go down). */
 void slotFreeze(const unsigned char *slots, long long max_ms, void (*wanted)(int slot)) {
     if (wanted) sf.wanted = wanted;     /* A DEBUG SLOTFREEZE keeps the donor's. */
+    slotFreezeSetCopier(NULL, NULL);    /* Every key waits again. */
     if (!sf.nslots) sf.postponed = sf.held_max_ms = 0;
     if (!sf.nslots || sf.relaxed) sf.since = mstime();
     sf.relaxed = 0;
@@ -218,6 +253,7 @@ long long slotThaw(void) {
     slotFreezeForgetRelaxed();
     sf.deadline = 0;
     sf.wanted = NULL;
+    slotFreezeSetCopier(NULL, NULL);
     sf.total_ms += lasted;
     /* Also wakes clients held by CLIENT PAUSE: they check again and block
      * again if that pause still holds. */
@@ -297,7 +333,9 @@ static int slotFreezeReadChanges(redisDb *db, sds key) {
 
 /* Whether a command must wait for key k: a write, a script or a read that
  * would change the key's bytes (listread: a list read of elements), of a
- * frozen slot. A migration sending that slot then sends it next. */
+ * frozen slot, unless the key was or can be copied out of the transfer (a
+ * write; not a script's: slotFreezeSetCopier). A migration sending that
+ * slot then sends it next. */
 static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int listread) {
     if (!sdsEncodedObject(k)) return 0;
     int slot = (int)keyHashSlot(k->ptr, (int)sdslen(k->ptr));
@@ -308,6 +346,8 @@ static int slotFreezeKeyWaits(redisDb *db, robj *k, int write, int script, int l
         slotWatchTouch(slot);
         return 0;
     }
+    if (!script && slotFreezeKeyCopied(k->ptr)) return 0;
+    if (write && !script && sf.copy && sf.copy(db, k->ptr)) return 0;
     if (sf.wanted) sf.wanted(slot);
     return 1;
 }

@@ -13,6 +13,7 @@
 
 struct client;
 struct redisObject;
+struct redisDb;
 
 void slotFreeze(const unsigned char *slots, long long max_ms, void (*wanted)(int slot));
 long long slotThaw(void);
@@ -21,6 +22,7 @@ long long slotFreezeRelaxSlots(const unsigned char *slots);
 int slotFreezeIsFrozen(int slot);
 int slotFreezeKeyIsFrozen(sds key);
 int slotFreezeKeepsBytes(sds key);
+void slotFreezeSetCopier(int (*copy)(struct redisDb *db, sds key), int (*copied)(sds key));
 void slotFreezeHeldStats(long long *cmds, long long *max_ms);
 void slotWatch(const unsigned char *slots);
 void slotUnwatch(void);

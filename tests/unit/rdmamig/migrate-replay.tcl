@@ -18,8 +18,20 @@
 #    hold theirs, and reads that would change bytes not sent yet (a
 #    compressed list's) wait too; a slot such a command waits for is sent
 #    next; the reply's mean pause per slot is below the longest.
+#    (With migration-write-copy-max-size 0: by default such writes copy
+#    their key instead, 2d.)
 # 2c. DEBUG DIGEST during the transfer waits until the bytes have left; a
 #    held client that disconnects is not counted in the longest wait.
+# 2d. migration-write-copy-max-size (1mb by default): during the transfer,
+#    before any byte has left, writes of every type to keys not sent yet,
+#    new keys, deletes, TTLs, expiries and a transaction are answered at
+#    once (each key is copied out of the transfer); a key bigger than the
+#    limit and a script still wait for their slot. Afterwards the
+#    recipient holds exactly what the donor held, each replica what its
+#    master holds, and both nodes' blocks hold nothing but their keys (the
+#    old copies were freed). A migration cancelled after such writes
+#    leaves them on the donor, its blocks sound; moved again, they arrive.
+#    A bad value is refused.
 # 3. With migration-write-replay no, those writes wait for the handover.
 # 4. A CLIENT PAUSE WRITE on either node (a manual failover pauses writes
 #    too) holds the migration's links, replay and deletes until it ends;
@@ -143,6 +155,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     }
 
     test {migration-write-replay: a slot takes writes again once its own bytes have left; a slot a write waits for is sent next} {
+        # Writes to keys not sent yet wait (rather than copy their key, 2d).
+        R 0 config set migration-write-copy-max-size 0
         set W {3000-3004}
         set Wset [mg_slotset $W]
         set keys [mg_fill 0 sl 150 $Wset]
@@ -245,6 +259,178 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_migrate 1 0 $W
         mg_wait_converged
         foreach k $big { R 0 del $k }
+        R 0 config set migration-write-copy-max-size 1mb
+    }
+
+    test {migration-write-copy-max-size: 1mb by default; 0 and units accepted, a bad value refused} {
+        assert_equal 1048576 [lindex [R 0 config get migration-write-copy-max-size] 1]
+        catch {R 0 config set migration-write-copy-max-size lots} err
+        assert_match {*argument must be a memory value*} $err
+        catch {R 0 config set migration-write-copy-max-size -1} err
+        assert_match {*argument must be a memory value*} $err
+        R 0 config set migration-write-copy-max-size 0
+        assert_equal 0 [lindex [R 0 config get migration-write-copy-max-size] 1]
+        R 0 config set migration-write-copy-max-size 1mb
+        assert_equal 1048576 [lindex [R 0 config get migration-write-copy-max-size] 1]
+    }
+
+    test {migration-write-copy-max-size: writes to keys not sent yet are answered at once during the transfer; the recipient gets them, nothing leaks} {
+        mg_wait_replicas_up
+        R 0 config set migration-write-copy-max-size 1mb
+        set W {3400-3599}
+        set Wset [mg_slotset $W]
+        # As mg_fill_for_writes, with names of its own.
+        set keys [mg_fill 0 cw 300 $Wset]
+        lappend keys {*}[mg_fill_big 0 cw $Wset]
+        set others [mg_fill 0 cwo 50 [mg_slotset 2000-2999]]
+        set short [mg_names cw:short 5 $Wset]
+        foreach k $short { R 0 set $k v px 100000 }
+        set tag [mg_tag $Wset]
+        set newkeys [mg_names cw:new 30 $Wset]
+        set doomed [lrange $keys 0 9]
+        set written [lrange $keys 10 99]
+        # The big keys (100,000 elements, a 2 MB string) are above the
+        # limit: a write to one of them waits for its slot.
+        set bigkey [lindex $keys 300]
+        assert_equal hash [R 0 type $bigkey]
+        set postponed [mg_info 0 migration_postponed_commands]
+        set copied [mg_info 0 migration_total_keys_copied]
+
+        # The donor sleeps once both ends registered the blocks, before the
+        # first byte is written: every slot is frozen, every key in flight.
+        # Then it waits in patch, where the snapshot below is taken.
+        mg_delay 0 write 5000
+        mg_delay 0 patch 4000
+        set rd [mg_migrate_deferred 0 1 $W]
+        wait_for_condition 500 10 {
+            [dict get [mg_status 0] phase] eq {transfer} && [mg_info 0 migration_frozen_slots] > 0
+        } else {
+            fail "the migration did not reach its transfer"
+        }
+        set frozen [mg_info 0 migration_frozen_slots]
+        set t0 [clock milliseconds]
+        set sent [mg_write_all 0 $written $newkeys]
+        foreach k $doomed { R 0 del $k }
+        R 0 pexpire [lindex $written 0] 500000
+        R 0 persist [lindex $written 1]
+        foreach k $short { R 0 pexpire $k 1 }
+        after 20
+        foreach k $short { assert_equal 0 [R 0 exists $k] }
+        R 0 incrbyfloat cw:{$tag}:float 1.5
+        R 0 multi
+        R 0 set cw:{$tag}:tx1 a
+        R 0 rename cw:{$tag}:tx1 cw:{$tag}:tx2
+        R 0 exec
+        R 0 set cw:{$tag}:big [string repeat x 3000000]
+        set took [expr {[clock milliseconds] - $t0}]
+        # Nothing has left yet, and nothing waited.
+        assert_equal transfer [dict get [mg_status 0] phase]
+        assert_equal $frozen [mg_info 0 migration_frozen_slots]
+        assert_equal $postponed [mg_info 0 migration_postponed_commands]
+        assert {$took < 4000}
+        # A write to a key above the limit, and a script, wait for their slot.
+        set wb [redis_deferring_client -0]
+        $wb hset $bigkey cw-field cw-value
+        set ws [redis_deferring_client -0]
+        $ws eval {return redis.call('set', KEYS[1], 'from-a-script')} 1 cw:{$tag}:script
+        wait_for_condition 100 20 {
+            [mg_info 0 migration_postponed_commands] == $postponed + 2
+        } else {
+            fail "the write to the big key and the script were not held"
+        }
+        assert_equal 1 [$wb read]
+        assert_equal OK [$ws read]
+        $wb close
+        $ws close
+        mg_wait_phase 0 patch
+        set present {}
+        foreach k [concat $keys $newkeys [lmap x {float tx2 big script} {set _ cw:{$tag}:$x}]] {
+            if {[lsearch -exact $doomed $k] < 0} { lappend present $k }
+        }
+        set snap [mg_snapshot 0 $present]
+        set gone [concat $doomed $short [list cw:{$tag}:tx1]]
+
+        set reply [mg_deferred_reply $rd 0]
+        puts "    [llength $written] keys written, [llength $newkeys] made, in $took ms during the transfer; [mg_info 0 migration_last_keys_copied] keys ([mg_info 0 migration_last_bytes_copied] bytes) copied; reply $reply"
+        mg_assert_reply $reply 200 [dict get $reply keys]
+        # Every existing key written was copied once (the deleted ones
+        # too: DEL is a write), and counted.
+        set n [mg_info 0 migration_last_keys_copied]
+        assert {$n >= [llength $written] + [llength $doomed]}
+        assert_equal [expr {$copied + $n}] [mg_info 0 migration_total_keys_copied]
+        assert {[mg_info 0 migration_last_bytes_copied] > 0}
+        assert {[dict get $reply writes_replayed] >= $sent + [llength $doomed] + [llength $short] + 5}
+        # The two held commands are the only ones.
+        assert_equal 2 [dict get $reply commands_held]
+
+        mg_assert_owner 1 $W
+        mg_assert_keys 1 $snap
+        assert_equal 1 [R 1 hexists $bigkey cw-field]
+        mg_assert_absent 1 $gone
+        mg_assert_absent 0 [concat $present $gone]
+        foreach k $others { assert_equal 1 [R 0 exists $k] }
+        mg_wait_converged
+        mg_assert_replicas_equal
+        mg_cluster_check 0
+        # The old copies were freed once sent: the donor's blocks hold
+        # nothing no key reaches; the recipient's hold its keys.
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
+        mg_migrate 1 0 $W
+        mg_wait_converged
+        mg_assert_keys 0 $snap
+        mg_assert_slotalloc_sound 0
+    }
+
+    test {migration-write-copy-max-size: a migration cancelled after writes copied their keys leaves them on the donor; moved again, they arrive} {
+        R 0 config set migration-write-copy-max-size 1mb
+        set W {3600-3699}
+        set Wset [mg_slotset $W]
+        set keys [mg_fill 0 cc 150 $Wset]
+        set newkeys [mg_names cc:new 20 $Wset]
+        # The keys left alone, now: during the transfer a read of one that
+        # is a compressed list would wait for its slot (copied keys are
+        # read at once).
+        set snap [mg_snapshot 0 [lrange $keys 121 end]]
+        set postponed [mg_info 0 migration_postponed_commands]
+        # CANCEL ends the delay: a long one costs nothing.
+        mg_delay 0 write 8000
+        set rd [mg_migrate_deferred 0 1 $W]
+        wait_for_condition 500 10 {
+            [dict get [mg_status 0] phase] eq {transfer} && [mg_info 0 migration_frozen_slots] > 0
+        } else {
+            fail "the migration did not reach its transfer"
+        }
+        mg_write_all 0 [lrange $keys 0 99] $newkeys
+        R 0 del [lindex $keys 120]
+        # Keys 100-119 are copied by a write that changes nothing.
+        foreach k [lrange $keys 100 119] { R 0 persist $k }
+        assert_equal $postponed [mg_info 0 migration_postponed_commands]
+        assert {[mg_info 0 migration_frozen_slots] > 0}
+        set snap [dict merge $snap [mg_snapshot 0 [concat [lrange $keys 0 119] $newkeys]]]
+        assert_equal OK [R 0 rdmamigrateslots cancel]
+        catch {$rd read} err
+        $rd close
+        mg_delay_reset 0
+        assert_match {*cancel*} $err
+        mg_wait_idle 0
+        mg_wait_idle 1
+        assert {[mg_info 0 migration_last_keys_copied] >= 100}
+        mg_assert_owner 0 $W
+        mg_assert_keys 0 $snap
+        mg_assert_absent 0 [list [lindex $keys 120]]
+        mg_assert_absent 1 [concat $keys $newkeys]
+        # The old copies were freed by the rollback.
+        mg_assert_slotalloc_sound 0
+        mg_assert_slotalloc_sound 1
+        set reply [mg_migrate 0 1 $W]
+        assert_equal 0 [dict get $reply writes_replayed]
+        mg_assert_keys 1 $snap
+        mg_assert_absent 0 [concat $keys $newkeys]
+        mg_wait_converged
+        mg_assert_replicas_equal
+        mg_migrate 1 0 $W
+        mg_wait_converged
     }
 
     test {DEBUG DIGEST during a transfer waits for the slots' bytes to leave (it would decompress lists in place); the migration succeeds} {
@@ -284,6 +470,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
     }
 
     test {A held client that disconnects does not count in commands_held_max_ms} {
+        R 0 config set migration-write-copy-max-size 0
         set W {3300-3304}
         set keys [mg_fill 0 hc 20 [mg_slotset $W]]
         set k [lindex [mg_names hc:str 1 [mg_slotset $W]] 0]
@@ -313,6 +500,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_wait_converged
         mg_migrate 1 0 $W
         mg_wait_converged
+        R 0 config set migration-write-copy-max-size 1mb
     }
 
     test {migration-write-replay no: writes to the slots wait for the handover} {
