@@ -169,6 +169,10 @@ int slotFreezeKeyIsFrozen(sds key) {
 void slotFreezeSetCopier(int (*copy)(redisDb *db, sds key), int (*copied)(sds key)) {
     sf.copy = copy;
     sf.copied = copied;
+    /* Writes held meanwhile (the end of a migration's prepare) may copy
+     * their keys now rather than wait for the next relax: they are tried
+     * again (those that still wait block again). */
+    if (copy && sf.held) unblockPostponedClients();
 }
 
 /* db.c lookupKey(): a read of a frozen slot's key must not write the
