@@ -219,6 +219,68 @@ proc mg_assert_slotalloc_sound {n} {
     }
 }
 
+# After a migration of ranges from node 0 to node 1 during which node 0
+# took writes (snap: what node 0 held once they were done; gone: keys
+# they deleted; present: the keys of snap; others: node 0's keys of other
+# slots): node 1 owns the slots and holds the snapshot, neither node
+# holds the gone keys, node 0 none of the moved ones but all the others,
+# the replicas caught up, the cluster checks, and both nodes' blocks hold
+# what their keys own and nothing else.
+proc mg_assert_moved_with_writes {ranges snap gone present others} {
+    mg_assert_owner 1 $ranges
+    mg_assert_keys 1 $snap
+    mg_assert_absent 1 $gone
+    mg_assert_absent 0 [concat $present $gone]
+    foreach k $others { assert_equal 1 [R 0 exists $k] }
+    mg_wait_converged
+    mg_assert_replicas_equal
+    mg_cluster_check 0
+    mg_assert_slotalloc_sound 0
+    mg_assert_slotalloc_sound 1
+}
+
+# Node n's migration reached its transfer, its slots frozen (with
+# migration-test-delay-write: every key still in flight).
+proc mg_wait_transfer_frozen {n} {
+    wait_for_condition 500 10 {
+        [dict get [mg_status $n] phase] eq {transfer} && [mg_info $n migration_frozen_slots] > 0
+    } else {
+        fail "the migration did not reach its transfer"
+    }
+}
+
+# Cancel node 0's migration, whose caller is the deferring client rd: it
+# ends with a "cancelled" error (the test delays reset).
+proc mg_cancel_deferred {rd} {
+    assert_equal OK [R 0 rdmamigrateslots cancel]
+    catch {$rd read} err
+    $rd close
+    mg_delay_reset 0
+    assert_match {*cancel*} $err
+}
+
+# After a migration of ranges from node 0 to node 1 was cancelled (keys:
+# every key of the slots; snap: what node 0 must still hold; dropped: the
+# keys it deleted meanwhile): both nodes are idle, node 0 owns the slots
+# and holds the snapshot, node 1 none of the keys, both nodes' blocks are
+# sound. Then moved again with no write in between: the same keys arrive.
+proc mg_assert_cancelled_then_moved {ranges keys snap dropped} {
+    mg_wait_idle 0
+    mg_wait_idle 1
+    mg_assert_owner 0 $ranges
+    mg_assert_keys 0 $snap
+    mg_assert_absent 0 $dropped
+    mg_assert_absent 1 $keys
+    mg_assert_slotalloc_sound 0
+    mg_assert_slotalloc_sound 1
+    set reply [mg_migrate 0 1 $ranges]
+    assert_equal 0 [dict get $reply writes_replayed]
+    mg_assert_keys 1 $snap
+    mg_assert_absent 0 $keys
+    mg_wait_converged
+    mg_assert_replicas_equal
+}
+
 # After a migration of ranges from node 0 to node 1: node 1 holds every
 # key of the snapshot as it was, node 0 none, both nodes' blocks are
 # sound; then the slots go back (node 0 has them all again).

@@ -102,18 +102,9 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # The 4 s in patch were not part of the pause.
         assert {[dict get $reply write_pause_ms] < 3000}
 
-        mg_assert_owner 1 $W
-        mg_assert_keys 1 $snap
-        mg_assert_absent 1 $gone
-        mg_assert_absent 0 [concat $present $gone]
-        foreach k $others { assert_equal 1 [R 0 exists $k] }
-        mg_wait_converged
-        mg_assert_replicas_equal
+        # (The replayed writes' memory is the keys' own, in their slots.)
+        mg_assert_moved_with_writes $W $snap $gone $present $others
         assert_equal [R 1 dbsize] [R 3 dbsize]
-        mg_cluster_check 0
-        # The replayed writes' memory is the keys' own, in their slots.
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
         # Back, for the next test.
         mg_migrate 1 0 $W
         mg_wait_converged
@@ -132,26 +123,8 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_write_all 0 [lrange $keys 0 99] $newkeys
         R 0 del [lindex $keys 150]
         set snap [mg_snapshot 0 [concat [lrange $keys 0 149] [lrange $keys 151 end] $newkeys]]
-        assert_equal OK [R 0 rdmamigrateslots cancel]
-        catch {$rd read} err
-        $rd close
-        mg_delay_reset 0
-        assert_match {*cancel*} $err
-        mg_wait_idle 0
-        mg_wait_idle 1
-        mg_assert_owner 0 $W
-        mg_assert_keys 0 $snap
-        mg_assert_absent 0 [list [lindex $keys 150]]
-        mg_assert_absent 1 [concat $keys $newkeys]
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
-        # Moved again, with no writes in between: the same keys arrive.
-        set reply [mg_migrate 0 1 $W]
-        assert_equal 0 [dict get $reply writes_replayed]
-        mg_assert_keys 1 $snap
-        mg_assert_absent 0 [concat $keys $newkeys]
-        mg_wait_converged
-        mg_assert_replicas_equal
+        mg_cancel_deferred $rd
+        mg_assert_cancelled_then_moved $W [concat $keys $newkeys] $snap [list [lindex $keys 150]]
     }
 
     test {migration-write-replay: a slot takes writes again once its own bytes have left; a slot a write waits for is sent next} {
@@ -302,11 +275,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         mg_delay 0 write 5000
         mg_delay 0 patch 4000
         set rd [mg_migrate_deferred 0 1 $W]
-        wait_for_condition 500 10 {
-            [dict get [mg_status 0] phase] eq {transfer} && [mg_info 0 migration_frozen_slots] > 0
-        } else {
-            fail "the migration did not reach its transfer"
-        }
+        mg_wait_transfer_frozen 0
         set frozen [mg_info 0 migration_frozen_slots]
         set t0 [clock milliseconds]
         set sent [mg_write_all 0 $written $newkeys]
@@ -363,19 +332,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # The two held commands are the only ones.
         assert_equal 2 [dict get $reply commands_held]
 
-        mg_assert_owner 1 $W
-        mg_assert_keys 1 $snap
+        # (The old copies were freed once sent: the donor's blocks hold
+        # nothing no key reaches.)
+        mg_assert_moved_with_writes $W $snap $gone $present $others
         assert_equal 1 [R 1 hexists $bigkey cw-field]
-        mg_assert_absent 1 $gone
-        mg_assert_absent 0 [concat $present $gone]
-        foreach k $others { assert_equal 1 [R 0 exists $k] }
-        mg_wait_converged
-        mg_assert_replicas_equal
-        mg_cluster_check 0
-        # The old copies were freed once sent: the donor's blocks hold
-        # nothing no key reaches; the recipient's hold its keys.
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
         mg_migrate 1 0 $W
         mg_wait_converged
         mg_assert_keys 0 $snap
@@ -396,11 +356,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # CANCEL ends the delay: a long one costs nothing.
         mg_delay 0 write 8000
         set rd [mg_migrate_deferred 0 1 $W]
-        wait_for_condition 500 10 {
-            [dict get [mg_status 0] phase] eq {transfer} && [mg_info 0 migration_frozen_slots] > 0
-        } else {
-            fail "the migration did not reach its transfer"
-        }
+        mg_wait_transfer_frozen 0
         mg_write_all 0 [lrange $keys 0 99] $newkeys
         R 0 del [lindex $keys 120]
         # Keys 100-119 are copied by a write that changes nothing.
@@ -408,27 +364,10 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         assert_equal $postponed [mg_info 0 migration_postponed_commands]
         assert {[mg_info 0 migration_frozen_slots] > 0}
         set snap [dict merge $snap [mg_snapshot 0 [concat [lrange $keys 0 119] $newkeys]]]
-        assert_equal OK [R 0 rdmamigrateslots cancel]
-        catch {$rd read} err
-        $rd close
-        mg_delay_reset 0
-        assert_match {*cancel*} $err
-        mg_wait_idle 0
-        mg_wait_idle 1
+        mg_cancel_deferred $rd
         assert {[mg_info 0 migration_last_keys_copied] >= 100}
-        mg_assert_owner 0 $W
-        mg_assert_keys 0 $snap
-        mg_assert_absent 0 [list [lindex $keys 120]]
-        mg_assert_absent 1 [concat $keys $newkeys]
-        # The old copies were freed by the rollback.
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
-        set reply [mg_migrate 0 1 $W]
-        assert_equal 0 [dict get $reply writes_replayed]
-        mg_assert_keys 1 $snap
-        mg_assert_absent 0 [concat $keys $newkeys]
-        mg_wait_converged
-        mg_assert_replicas_equal
+        # (The old copies were freed by the rollback: the blocks are sound.)
+        mg_assert_cancelled_then_moved $W [concat $keys $newkeys] $snap [list [lindex $keys 120]]
         mg_migrate 1 0 $W
         mg_wait_converged
     }

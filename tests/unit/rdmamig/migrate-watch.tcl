@@ -101,16 +101,7 @@ start_cluster 2 2 {overrides {cluster-enabled yes cluster-node-timeout 15000} ta
         # The 4 s watched were no write pause.
         assert {[dict get $reply write_pause_ms] < 3000}
 
-        mg_assert_owner 1 $W
-        mg_assert_keys 1 $snap
-        mg_assert_absent 1 $gone
-        mg_assert_absent 0 [concat $present $gone]
-        foreach k $others { assert_equal 1 [R 0 exists $k] }
-        mg_wait_converged
-        mg_assert_replicas_equal
-        mg_cluster_check 0
-        mg_assert_slotalloc_sound 0
-        mg_assert_slotalloc_sound 1
+        mg_assert_moved_with_writes $W $snap $gone $present $others
         # Back, for the next test.
         mg_migrate 1 0 $W
         mg_wait_converged
